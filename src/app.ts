@@ -1,0 +1,76 @@
+import { cors } from '@elysiajs/cors'
+import { swagger } from '@elysiajs/swagger'
+import { Elysia } from 'elysia'
+import packageJson from '../package.json'
+import type { Config } from './config/env'
+import type { DatabaseHandle } from './db/client'
+import { problemHandler, type RouteTable } from './http/problem'
+import { security } from './http/security'
+import type { Logger } from './log'
+import { health } from './modules/health'
+
+export interface AppDeps {
+	config: Config
+	database: DatabaseHandle
+	log: Logger
+}
+
+export const DOCS_PATH = '/api/docs'
+
+const EXPOSED_HEADERS = [
+	'Location',
+	'Link',
+	'X-Request-Id',
+	'Retry-After',
+	'RateLimit-Limit',
+	'RateLimit-Remaining',
+	'RateLimit-Reset',
+	'RateLimit-Policy',
+	'RateLimit',
+]
+
+function corsFor(origins: string[]) {
+	const anyOrigin = origins.includes('*')
+	return cors({
+		origin: anyOrigin ? '*' : origins,
+		// Credentials only ever go with an explicit list of origins, never with `*`.
+		credentials: !anyOrigin && origins.length > 0,
+		methods: ['GET', 'POST', 'PUT', 'DELETE', 'OPTIONS'],
+		allowedHeaders: ['Authorization', 'Content-Type', 'X-Request-Id', 'Accept'],
+		exposeHeaders: EXPOSED_HEADERS,
+		maxAge: 600,
+	})
+}
+
+/** The whole service as an Elysia app; `index.ts` listens, tests call `app.handle`. */
+export function createApp({ config, database, log }: AppDeps) {
+	const routeTable: RouteTable = { routes: [] }
+	const api = new Elysia({ name: 'api', prefix: '/api' }).use(health(database))
+
+	const app = new Elysia({ name: 'latchkey' })
+		// CORS first, so that even a refused request carries the headers a browser needs to read the problem.
+		.use(corsFor(config.cors.origins))
+		.use(security({ bodyLimitBytes: config.bodyLimitBytes, htmlPaths: new Set([DOCS_PATH]) }))
+		.use(problemHandler(log, routeTable))
+		.use(
+			config.docsEnabled
+				? swagger({
+						path: DOCS_PATH,
+						specPath: `${DOCS_PATH}/json`,
+						documentation: {
+							info: {
+								title: 'Latchkey',
+								version: packageJson.version,
+								description: 'Accounts and authentication: sign-up, login, token refresh with rotation, logout, admin.',
+							},
+						},
+						scalarConfig: { spec: { url: `${DOCS_PATH}/json` } },
+					})
+				: new Elysia({ name: 'docs-disabled' }),
+		)
+		.use(api)
+	routeTable.routes = app.routes
+	return app
+}
+
+export type App = ReturnType<typeof createApp>

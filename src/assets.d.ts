@@ -1,0 +1,14 @@
+// Files Bun embeds at build time: `with { type: 'text' }` yields the contents,
+// `with { type: 'file' }` a path that also resolves inside the compiled binary.
+declare module '*.sql' {
+	const text: string
+	export default text
+}
+declare module '*.wasm' {
+	const path: string
+	export default path
+}
+declare module '*.data' {
+	const path: string
+	export default path
+}

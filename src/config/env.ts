@@ -1,0 +1,226 @@
+import { Type as T, type Static, type TSchema } from '@sinclair/typebox'
+import { Value } from '@sinclair/typebox/value'
+
+/**
+ * Every setting, as it appears in the environment. The schema is the single
+ * source of names, defaults, ranges and the README's configuration table.
+ */
+const positive = (def: number, description: string) =>
+	T.Integer({ minimum: 1, default: def, description })
+const zeroOrMore = (def: number, description: string) =>
+	T.Integer({ minimum: 0, default: def, description })
+
+export const EnvSchema = T.Object({
+	PORT: T.Integer({ minimum: 0, maximum: 65535, default: 3000, description: 'TCP port to listen on' }),
+	HOST: T.String({ minLength: 1, default: '0.0.0.0', description: 'address to listen on' }),
+	WORKERS: T.Union([T.Literal('auto'), T.Integer({ minimum: 1, maximum: 256 })], {
+		default: 1,
+		description: 'processes sharing the port (`auto`: one per core; PostgreSQL only)',
+	}),
+	NODE_ENV: T.Union([T.Literal('development'), T.Literal('production'), T.Literal('test')], {
+		default: 'development',
+		description: '`production` turns docs off and makes secrets mandatory',
+	}),
+	DATABASE_URL: T.Optional(
+		T.String({ pattern: '^postgres(ql)?://', description: 'PostgreSQL URL; unset means the embedded database' }),
+	),
+	DATA_DIR: T.String({ minLength: 1, default: './data', description: 'where the embedded database lives' }),
+	DATABASE_POOL_MAX: positive(10, 'connections per instance'),
+	JWT_ALGORITHM: T.Union([T.Literal('HS256'), T.Literal('EdDSA'), T.Literal('ES256')], {
+		default: 'HS256',
+		description: 'access-token signing algorithm',
+	}),
+	JWT_SECRET: T.Optional(
+		T.String({ description: 'HS256 key, at least 32 bytes; generated (with a warning) in development' }),
+	),
+	JWT_PRIVATE_KEY: T.Optional(T.String({ description: 'PEM private key for EdDSA/ES256' })),
+	JWT_PRIVATE_KEY_FILE: T.Optional(T.String({ description: 'path of a PEM private key for EdDSA/ES256' })),
+	JWT_ISSUER: T.String({ minLength: 1, default: 'latchkey', description: '`iss` of access tokens' }),
+	JWT_AUDIENCE: T.String({ minLength: 1, default: 'latchkey', description: '`aud` of access tokens' }),
+	ACCESS_TOKEN_TTL_SECONDS: positive(900, 'access token lifetime'),
+	REFRESH_TOKEN_TTL_SECONDS: positive(2_592_000, 'refresh token lifetime'),
+	REFRESH_REUSE_GRACE_SECONDS: zeroOrMore(10, 'grace interval for concurrent refresh (`0`: none)'),
+	SIGNUP_ENABLED: T.Boolean({ default: true, description: 'whether anyone may POST /users' }),
+	PASSWORD_MIN_LENGTH: T.Integer({ minimum: 1, maximum: 256, default: 8, description: 'minimum password length' }),
+	PASSWORD_HASH_MEMORY_KIB: T.Integer({
+		minimum: 1024,
+		default: 65536,
+		description: 'argon2id memory cost in KiB (Bun default 65536; lower only in tests)',
+	}),
+	PASSWORD_HASH_TIME_COST: T.Integer({
+		minimum: 1,
+		default: 2,
+		description: 'argon2id iterations (Bun default 2)',
+	}),
+	RATE_LIMIT_MAX: zeroOrMore(300, 'general request budget per client and window (`0`: off)'),
+	RATE_LIMIT_WINDOW_SECONDS: positive(60, 'rate-limit window'),
+	AUTH_RATE_LIMIT_MAX: zeroOrMore(10, 'budget on /auth/* per client, same window (`0`: off)'),
+	LOCKOUT_THRESHOLD: zeroOrMore(5, 'failed logins per email before it is locked (`0`: off)'),
+	LOCKOUT_WINDOW_SECONDS: positive(900, 'window in which failed logins are counted'),
+	LOCKOUT_SECONDS: positive(900, 'how long a locked email stays locked'),
+	TRUST_PROXY: T.Optional(T.String({ description: 'comma-separated IPs or CIDRs of trusted proxies' })),
+	REDIS_URL: T.Optional(T.String({ pattern: '^rediss?://', description: 'shared store for counters' })),
+	CORS_ORIGINS: T.Optional(
+		T.String({ description: 'comma-separated allowed origins (default `*` in development, none in production)' }),
+	),
+	BODY_LIMIT_BYTES: positive(65_536, 'largest request body'),
+	DOCS_ENABLED: T.Optional(T.Boolean({ description: 'OpenAPI JSON and the docs page (default: on except in production)' })),
+	LOG_LEVEL: T.Union(
+		[T.Literal('debug'), T.Literal('info'), T.Literal('warn'), T.Literal('error'), T.Literal('silent')],
+		{ default: 'info', description: 'least severe level written' },
+	),
+	SHUTDOWN_TIMEOUT_SECONDS: positive(10, 'how long in-flight requests may run after SIGTERM'),
+	LATCHKEY_ADMIN_EMAIL: T.Optional(T.String({ description: 'first admin, created on start if no admin exists' })),
+	LATCHKEY_ADMIN_PASSWORD: T.Optional(T.String({ description: 'password of that first admin' })),
+})
+
+export type Env = Static<typeof EnvSchema>
+
+export type Config = ReturnType<typeof toConfig>
+
+export class ConfigError extends Error {
+	constructor(readonly problems: string[]) {
+		super(problems.join('\n'))
+	}
+}
+
+const SECRET_NAMES = new Set(['JWT_SECRET', 'JWT_PRIVATE_KEY', 'LATCHKEY_ADMIN_PASSWORD', 'DATABASE_URL', 'REDIS_URL'])
+
+/** What a schema expects, in words, for the start-up error line. */
+function expectation(schema: TSchema): string {
+	if (schema.anyOf) return (schema.anyOf as TSchema[]).map(expectation).join(' or ')
+	if (schema.const !== undefined) return JSON.stringify(schema.const)
+	if (schema.type === 'integer') {
+		const lo = schema.minimum
+		const hi = schema.maximum
+		if (lo !== undefined && hi !== undefined) return `a whole number from ${lo} to ${hi}`
+		if (lo !== undefined) return `a whole number of at least ${lo}`
+		return 'a whole number'
+	}
+	if (schema.type === 'boolean') return 'true or false'
+	if (schema.pattern) return `a string matching ${schema.pattern}`
+	if (schema.minLength) return `a non-empty string`
+	return 'a string'
+}
+
+/**
+ * Parse the environment once. Empty values count as unset (as `PORT=` in a
+ * .env file would mean to most people). Throws ConfigError with one line per
+ * problem, naming the variable and what it expects, never echoing secrets.
+ */
+export function loadConfig(source: Record<string, string | undefined> = process.env): Config {
+	const raw: Record<string, string> = {}
+	for (const name of Object.keys(EnvSchema.properties)) {
+		const value = source[name]?.trim()
+		if (value !== undefined && value !== '') raw[name] = value
+	}
+	const candidate = Value.Default(EnvSchema, convert(raw)) as Record<string, unknown>
+	const problems: string[] = []
+	for (const error of Value.Errors(EnvSchema, candidate)) {
+		const name = error.path.slice(1).split('/')[0] ?? ''
+		if (problems.some((p) => p.startsWith(`${name}:`))) continue
+		const schema = EnvSchema.properties[name as keyof Env] as TSchema | undefined
+		const shown = SECRET_NAMES.has(name) ? '' : ` (got ${JSON.stringify(raw[name])})`
+		problems.push(`${name}: expected ${schema ? expectation(schema) : 'nothing'}${shown}`)
+	}
+	problems.push(...crossCheck(candidate as Env))
+	if (problems.length > 0) throw new ConfigError(problems)
+	return toConfig(candidate as Env)
+}
+
+/**
+ * Strings to typed values, strictly: TypeBox's own Convert would truncate
+ * "3.5" to 3 and read "yes" as true; here such values stay strings and fail.
+ */
+function convert(raw: Record<string, string>): Record<string, unknown> {
+	const out: Record<string, unknown> = {}
+	for (const [name, value] of Object.entries(raw)) {
+		if (/^-?\d{1,15}$/.test(value)) out[name] = Number(value)
+		else if (value === 'true' || value === 'false') out[name] = value === 'true'
+		else out[name] = value
+		const schema = EnvSchema.properties[name as keyof Env] as TSchema
+		// A value that reads as a number or boolean where a string is expected stays a string.
+		if (schema.type === 'string') out[name] = value
+	}
+	return out
+}
+
+/** Rules that span several settings; reads only values the schema accepted. */
+function crossCheck(env: Env): string[] {
+	const problems: string[] = []
+	const production = env.NODE_ENV === 'production'
+	const secret = typeof env.JWT_SECRET === 'string' ? env.JWT_SECRET : undefined
+	if (env.JWT_ALGORITHM === 'HS256') {
+		if (secret !== undefined && new TextEncoder().encode(secret).byteLength < 32)
+			problems.push('JWT_SECRET: expected at least 32 bytes')
+		if (secret === undefined && production)
+			problems.push('JWT_SECRET: required when NODE_ENV=production (at least 32 bytes)')
+	} else if (env.JWT_PRIVATE_KEY === undefined && env.JWT_PRIVATE_KEY_FILE === undefined) {
+		problems.push(`JWT_PRIVATE_KEY: required (or JWT_PRIVATE_KEY_FILE) when JWT_ALGORITHM=${env.JWT_ALGORITHM}`)
+	}
+	if (!env.DATABASE_URL && (env.WORKERS === 'auto' ? navigator.hardwareConcurrency : env.WORKERS) > 1)
+		problems.push('WORKERS: the embedded database belongs to one process; set DATABASE_URL to run more than 1 worker')
+	if ((env.LATCHKEY_ADMIN_EMAIL === undefined) !== (env.LATCHKEY_ADMIN_PASSWORD === undefined))
+		problems.push('LATCHKEY_ADMIN_PASSWORD: LATCHKEY_ADMIN_EMAIL and LATCHKEY_ADMIN_PASSWORD go together')
+	return problems
+}
+
+const list = (value: string | undefined) =>
+	(value ?? '')
+		.split(',')
+		.map((item) => item.trim())
+		.filter(Boolean)
+
+function toConfig(env: Env) {
+	const production = env.NODE_ENV === 'production'
+	const workers = env.WORKERS === 'auto' ? navigator.hardwareConcurrency : env.WORKERS
+	const origins = env.CORS_ORIGINS === undefined ? (production ? [] : ['*']) : list(env.CORS_ORIGINS)
+	return {
+		env: env.NODE_ENV,
+		production,
+		port: env.PORT,
+		host: env.HOST,
+		workers,
+		database: env.DATABASE_URL
+			? ({ kind: 'postgres', url: env.DATABASE_URL, poolMax: env.DATABASE_POOL_MAX } as const)
+			: ({ kind: 'pglite', dataDir: env.DATA_DIR } as const),
+		jwt: {
+			algorithm: env.JWT_ALGORITHM,
+			secret: env.JWT_SECRET,
+			privateKeyPem: env.JWT_PRIVATE_KEY,
+			privateKeyFile: env.JWT_PRIVATE_KEY_FILE,
+			issuer: env.JWT_ISSUER,
+			audience: env.JWT_AUDIENCE,
+			accessTtlSeconds: env.ACCESS_TOKEN_TTL_SECONDS,
+			refreshTtlSeconds: env.REFRESH_TOKEN_TTL_SECONDS,
+			reuseGraceSeconds: env.REFRESH_REUSE_GRACE_SECONDS,
+		},
+		signupEnabled: env.SIGNUP_ENABLED,
+		password: {
+			minLength: env.PASSWORD_MIN_LENGTH,
+			memoryCost: env.PASSWORD_HASH_MEMORY_KIB,
+			timeCost: env.PASSWORD_HASH_TIME_COST,
+		},
+		rateLimit: {
+			max: env.RATE_LIMIT_MAX,
+			authMax: env.AUTH_RATE_LIMIT_MAX,
+			windowSeconds: env.RATE_LIMIT_WINDOW_SECONDS,
+			trustProxy: list(env.TRUST_PROXY),
+			redisUrl: env.REDIS_URL,
+		},
+		lockout: {
+			threshold: env.LOCKOUT_THRESHOLD,
+			windowSeconds: env.LOCKOUT_WINDOW_SECONDS,
+			lockSeconds: env.LOCKOUT_SECONDS,
+		},
+		cors: { origins },
+		bodyLimitBytes: env.BODY_LIMIT_BYTES,
+		docsEnabled: env.DOCS_ENABLED ?? !production,
+		logLevel: env.LOG_LEVEL,
+		shutdownTimeoutSeconds: env.SHUTDOWN_TIMEOUT_SECONDS,
+		bootstrapAdmin:
+			env.LATCHKEY_ADMIN_EMAIL && env.LATCHKEY_ADMIN_PASSWORD
+				? { email: env.LATCHKEY_ADMIN_EMAIL, password: env.LATCHKEY_ADMIN_PASSWORD }
+				: undefined,
+	}
+}

@@ -1,0 +1,111 @@
+import { PGlite } from '@electric-sql/pglite'
+import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core'
+import { drizzle as drizzlePglite } from 'drizzle-orm/pglite'
+import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js'
+import { mkdirSync } from 'node:fs'
+import postgres from 'postgres'
+// PGlite's runtime files, embedded in the compiled binary so it runs from an empty folder.
+import initdbWasmPath from '../../node_modules/@electric-sql/pglite/dist/initdb.wasm' with { type: 'file' }
+import fsBundlePath from '../../node_modules/@electric-sql/pglite/dist/pglite.data' with { type: 'file' }
+import pgliteWasmPath from '../../node_modules/@electric-sql/pglite/dist/pglite.wasm' with { type: 'file' }
+import type { Config } from '../config/env'
+import * as schema from './schema'
+
+/** The one Drizzle handle type; both drivers produce it. */
+export type Database = PgDatabase<PgQueryResultHKT, typeof schema>
+
+export interface DatabaseHandle {
+	db: Database
+	kind: 'postgres' | 'pglite'
+	/** For the start-up log: which database, never credentials. */
+	description: string
+	ping(): Promise<void>
+	close(): Promise<void>
+}
+
+let wasmModules: Promise<[WebAssembly.Module, WebAssembly.Module]> | undefined
+const compilePgliteWasm = () =>
+	(wasmModules ??= Promise.all([
+		Bun.file(pgliteWasmPath).arrayBuffer().then((bytes) => WebAssembly.compile(bytes)),
+		Bun.file(initdbWasmPath).arrayBuffer().then((bytes) => WebAssembly.compile(bytes)),
+	]))
+
+export async function openDatabase(config: Config['database']): Promise<DatabaseHandle> {
+	if (config.kind === 'postgres') {
+		const client = postgres(config.url, {
+			max: config.poolMax,
+			connect_timeout: 5,
+			idle_timeout: 60,
+			onnotice: () => {},
+			connection: { application_name: 'latchkey' },
+		})
+		const db = drizzlePostgres({ client, schema }) as unknown as Database
+		const url = new URL(config.url)
+		return {
+			db,
+			kind: 'postgres',
+			description: `PostgreSQL at ${url.hostname}:${url.port || 5432}${url.pathname}`,
+			ping: async () => {
+				await client`select 1`
+			},
+			close: () => client.end({ timeout: 5 }),
+		}
+	}
+	const inMemory = config.dataDir.startsWith('memory://')
+	if (!inMemory) mkdirSync(config.dataDir, { recursive: true })
+	const [pgliteWasmModule, initdbWasmModule] = await compilePgliteWasm()
+	const client = await PGlite.create({
+		dataDir: config.dataDir,
+		pgliteWasmModule,
+		initdbWasmModule,
+		fsBundle: Bun.file(fsBundlePath),
+	})
+	const db = drizzlePglite({ client, schema }) as unknown as Database
+	return {
+		db,
+		kind: 'pglite',
+		description: inMemory ? 'embedded PostgreSQL (PGlite) in memory' : `embedded PostgreSQL (PGlite) in ${config.dataDir}`,
+		ping: async () => {
+			await client.query('select 1')
+		},
+		close: () => client.close(),
+	}
+}
+
+const UNAVAILABLE_CODES = new Set([
+	'ECONNREFUSED',
+	'ECONNRESET',
+	'ETIMEDOUT',
+	'EPIPE',
+	'ENOTFOUND',
+	'EAI_AGAIN',
+	'CONNECT_TIMEOUT',
+	'CONNECTION_CLOSED',
+	'CONNECTION_ENDED',
+	'CONNECTION_DESTROYED',
+	'57P01', // admin_shutdown
+	'57P02', // crash_shutdown
+	'57P03', // cannot_connect_now
+	'53300', // too_many_connections
+])
+
+/** True when an error (or its cause: Drizzle wraps driver errors) means the database is out of reach. */
+export function isDatabaseUnavailable(error: unknown): boolean {
+	for (let current = error, depth = 0; current && depth < 5; depth++) {
+		const code = (current as { code?: unknown }).code
+		if (typeof code === 'string' && (UNAVAILABLE_CODES.has(code) || code.startsWith('08'))) return true
+		current = (current as { cause?: unknown }).cause
+	}
+	return false
+}
+
+/** The SQLSTATE of a database error, looking through Drizzle's wrapper. */
+export function sqlState(error: unknown): { code?: string; constraint?: string } {
+	for (let current = error, depth = 0; current && depth < 5; depth++) {
+		const { code, constraint, constraint_name } = current as Record<string, unknown>
+		if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code))
+			return { code, constraint: (constraint_name ?? constraint) as string | undefined }
+		current = (current as { cause?: unknown }).cause
+	}
+	return {}
+}

@@ -1,0 +1,69 @@
+import { sql } from 'drizzle-orm'
+import journal from '../../drizzle/meta/_journal.json'
+import m0000 from '../../drizzle/0000_init.sql' with { type: 'text' }
+import type { Database } from './client'
+
+/**
+ * The SQL of every migration, imported so the compiled binary carries it.
+ * drizzle-kit writes drizzle/; add each new file here (a test checks the journal).
+ */
+const MIGRATION_SQL: Record<string, string> = {
+	'0000_init': m0000,
+}
+
+export interface Migration {
+	tag: string
+	createdAt: number
+	hash: string
+	statements: string[]
+}
+
+export function bundledMigrations(): Migration[] {
+	return journal.entries.map((entry) => {
+		const text = MIGRATION_SQL[entry.tag]
+		if (text === undefined) throw new Error(`migration ${entry.tag} is in the journal but not bundled in src/db/migrate.ts`)
+		return {
+			tag: entry.tag,
+			createdAt: entry.when,
+			hash: new Bun.CryptoHasher('sha256').update(text).digest('hex'),
+			statements: text
+				.split('--> statement-breakpoint')
+				.map((statement) => statement.trim())
+				.filter(Boolean),
+		}
+	})
+}
+
+// Any constant works; it only has to be the same for every instance of the service.
+const MIGRATION_LOCK_KEY = 0x4c_41_54_43 // "LATC"
+
+/**
+ * Applies pending migrations in one transaction under a transaction-scoped
+ * advisory lock, so instances starting together queue instead of colliding,
+ * and a failed migration leaves nothing half-applied. Records them in
+ * drizzle.__drizzle_migrations exactly as drizzle-kit's migrator does, so the
+ * two stay interchangeable. Drizzle's own migrate() reads a folder from disk,
+ * which a single-file binary does not have.
+ */
+export async function migrate(db: Database): Promise<string[]> {
+	const migrations = bundledMigrations()
+	return db.transaction(async (tx) => {
+		await tx.execute(sql`select pg_advisory_xact_lock(${MIGRATION_LOCK_KEY})`)
+		await tx.execute(sql`create schema if not exists drizzle`)
+		await tx.execute(sql`create table if not exists drizzle.__drizzle_migrations (
+			id serial primary key, hash text not null, created_at bigint)`)
+		const applied = await tx.execute<{ created_at: string | number }>(
+			sql`select created_at from drizzle.__drizzle_migrations order by created_at desc limit 1`,
+		)
+		const rows = (applied as unknown as { rows?: unknown[] }).rows ?? (applied as unknown as unknown[])
+		const last = Number((rows[0] as { created_at?: string | number } | undefined)?.created_at ?? 0)
+		const pending = migrations.filter((migration) => migration.createdAt > last)
+		for (const migration of pending) {
+			for (const statement of migration.statements) await tx.execute(sql.raw(statement))
+			await tx.execute(
+				sql`insert into drizzle.__drizzle_migrations (hash, created_at) values (${migration.hash}, ${migration.createdAt})`,
+			)
+		}
+		return pending.map((migration) => migration.tag)
+	})
+}

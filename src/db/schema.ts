@@ -1,0 +1,80 @@
+import { sql } from 'drizzle-orm'
+import { check, index, pgTable, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core'
+
+// IDs are UUIDv7 made by the application (Bun.randomUUIDv7), so PostgreSQL 15 and
+// the embedded PGlite (PostgreSQL 18) behave the same.
+const timestamps = {
+	createdAt: timestamp('created_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
+	updatedAt: timestamp('updated_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
+}
+
+export const users = pgTable(
+	'users',
+	{
+		id: uuid('id').primaryKey(),
+		// Stored trimmed and lower-cased; the check keeps every writer honest.
+		email: text('email').notNull(),
+		name: text('name').notNull().default(''),
+		role: text('role', { enum: ['user', 'admin'] }).notNull().default('user'),
+		status: text('status', { enum: ['active', 'deactivated'] }).notNull().default('active'),
+		passwordHash: text('password_hash').notNull(),
+		...timestamps,
+		deactivatedAt: timestamp('deactivated_at', { withTimezone: true, precision: 3 }),
+	},
+	(table) => [
+		uniqueIndex('users_email_key').on(table.email),
+		// Keyset pagination on the default sort: (created_at, id) in either direction.
+		index('users_created_at_id_idx').on(table.createdAt, table.id),
+		index('users_role_created_at_idx').on(table.role, table.createdAt, table.id),
+		check('users_email_normalised', sql`${table.email} = lower(btrim(${table.email})) and ${table.email} <> ''`),
+		check('users_role_valid', sql`${table.role} in ('user', 'admin')`),
+		check('users_status_valid', sql`${table.status} in ('active', 'deactivated')`),
+		check(
+			'users_deactivated_at_matches_status',
+			sql`(${table.status} = 'deactivated') = (${table.deactivatedAt} is not null)`,
+		),
+	],
+)
+
+export const sessions = pgTable(
+	'sessions',
+	{
+		id: uuid('id').primaryKey(),
+		userId: uuid('user_id')
+			.notNull()
+			.references(() => users.id),
+		createdAt: timestamp('created_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
+		lastUsedAt: timestamp('last_used_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
+		expiresAt: timestamp('expires_at', { withTimezone: true, precision: 3 }).notNull(),
+		ip: text('ip'),
+		userAgent: text('user_agent'),
+		revokedAt: timestamp('revoked_at', { withTimezone: true, precision: 3 }),
+	},
+	(table) => [index('sessions_user_id_idx').on(table.userId, table.createdAt)],
+)
+
+/**
+ * Every refresh token ever issued, by hash only. Keeping the rotated ones is
+ * what lets a replay of any old token be recognised as reuse (RFC 9700 §4.14).
+ */
+export const refreshTokens = pgTable(
+	'refresh_tokens',
+	{
+		id: uuid('id').primaryKey(),
+		sessionId: uuid('session_id')
+			.notNull()
+			.references(() => sessions.id),
+		tokenHash: text('token_hash').notNull(),
+		parentId: uuid('parent_id'),
+		createdAt: timestamp('created_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
+		// Set when the token is exchanged (rotated) or superseded; null while it is the live one.
+		rotatedAt: timestamp('rotated_at', { withTimezone: true, precision: 3 }),
+	},
+	(table) => [
+		uniqueIndex('refresh_tokens_token_hash_key').on(table.tokenHash),
+		index('refresh_tokens_session_id_idx').on(table.sessionId),
+	],
+)
+
+export type UserRow = typeof users.$inferSelect
+export type SessionRow = typeof sessions.$inferSelect

@@ -1,0 +1,253 @@
+import { Elysia, ValidationError } from 'elysia'
+import type { Logger } from '../log'
+import { isDatabaseUnavailable } from '../db/client'
+
+/** Problem types are stable URIs: the same for a kind of problem on every route and deployment. */
+export const PROBLEM_TYPE_BASE = 'https://latchkey.dev/problems/'
+
+export const PROBLEM_KINDS = {
+	'bad-request': { status: 400, title: 'Malformed request' },
+	unauthorized: { status: 401, title: 'Authentication required' },
+	'invalid-token': { status: 401, title: 'Invalid token' },
+	'invalid-credentials': { status: 401, title: 'Invalid credentials' },
+	forbidden: { status: 403, title: 'Forbidden' },
+	'not-found': { status: 404, title: 'Not found' },
+	'method-not-allowed': { status: 405, title: 'Method not allowed' },
+	'not-acceptable': { status: 406, title: 'Not acceptable' },
+	'email-taken': { status: 409, title: 'Email already registered' },
+	'last-admin': { status: 409, title: 'Last active admin' },
+	conflict: { status: 409, title: 'Conflict' },
+	'payload-too-large': { status: 413, title: 'Payload too large' },
+	'unsupported-media-type': { status: 415, title: 'Unsupported media type' },
+	'validation-error': { status: 422, title: 'Validation failed' },
+	'rate-limited': { status: 429, title: 'Too many requests' },
+	'login-locked': { status: 429, title: 'Login temporarily locked' },
+	'internal-error': { status: 500, title: 'Internal server error' },
+	'service-unavailable': { status: 503, title: 'Service unavailable' },
+} as const
+
+export type ProblemKind = keyof typeof PROBLEM_KINDS
+
+export interface FieldError {
+	pointer: string
+	detail: string
+	code: string
+}
+
+export interface Problem {
+	type: string
+	title: string
+	status: number
+	detail: string
+	instance: string
+	requestId?: string
+	data: null
+	message: string
+	errors: FieldError[]
+}
+
+/** Thrown by services and plugins; the one onError turns it into problem+json. */
+export class AppError extends Error {
+	readonly status: number
+	constructor(
+		readonly kind: ProblemKind,
+		readonly detail: string,
+		readonly options: { errors?: FieldError[]; headers?: Record<string, string> } = {},
+	) {
+		super(detail)
+		this.status = PROBLEM_KINDS[kind].status
+	}
+}
+
+export class NotFound extends AppError {
+	constructor(detail = 'The requested resource does not exist') {
+		super('not-found', detail)
+	}
+}
+export class Forbidden extends AppError {
+	constructor(detail = 'You are not allowed to do this') {
+		super('forbidden', detail)
+	}
+}
+export class Conflict extends AppError {
+	constructor(kind: 'email-taken' | 'last-admin' | 'conflict', detail: string) {
+		super(kind, detail)
+	}
+}
+export class ValidationFailed extends AppError {
+	constructor(errors: FieldError[]) {
+		super('validation-error', errors.length === 1 ? '1 field is invalid' : `${errors.length} fields are invalid`, {
+			errors,
+		})
+	}
+}
+
+/** The success envelope of API.md. */
+export const envelope = <T>(data: T, message: string) => ({ data, message, errors: [] as never[] })
+
+export function problemBody(kind: ProblemKind, detail: string, instance: string, errors: FieldError[] = []): Problem {
+	const { status, title } = PROBLEM_KINDS[kind]
+	return { type: PROBLEM_TYPE_BASE + kind, title, status, detail, instance, data: null, message: detail, errors }
+}
+
+// TypeBox ValueErrorType numbers → the `code` clients see, and a sentence for `detail`.
+function describeValueError(error: {
+	type: number
+	schema: Record<string, unknown>
+	message: string
+}): { code: string; detail: string } {
+	const s = error.schema
+	if (typeof s.error === 'string') return { code: codeOf(error.type), detail: s.error }
+	switch (error.type) {
+		case 45:
+			return { code: 'required', detail: 'is required' }
+		case 42:
+			return { code: 'additionalProperties', detail: 'is not a recognised field' }
+		case 50:
+			return { code: 'format', detail: formatDetail(String(s.format)) }
+		case 51:
+			return { code: 'maxLength', detail: `must be at most ${s.maxLength} characters` }
+		case 52:
+			return { code: 'minLength', detail: `must be at least ${s.minLength} characters` }
+		case 53:
+			return { code: 'pattern', detail: 'has an invalid format' }
+		case 24:
+		case 39:
+			return { code: 'maximum', detail: `must be at most ${s.maximum}` }
+		case 25:
+		case 38:
+			return { code: 'minimum', detail: `must be at least ${s.minimum}` }
+		case 27:
+			return { code: 'type', detail: 'must be a whole number' }
+		case 41:
+			return { code: 'type', detail: 'must be a number' }
+		case 14:
+			return { code: 'type', detail: 'must be true or false' }
+		case 54:
+			return { code: 'type', detail: 'must be a string' }
+		case 46:
+			return { code: 'type', detail: 'must be a JSON object' }
+		case 6:
+			return { code: 'type', detail: 'must be an array' }
+		case 32:
+			return { code: 'enum', detail: `must be ${JSON.stringify(s.const)}` }
+		case 62: {
+			const options = ((s.anyOf as Record<string, unknown>[] | undefined) ?? [])
+				.map((option) => option.const)
+				.filter((value) => value !== undefined)
+			return options.length > 0
+				? { code: 'enum', detail: `must be one of ${options.map((o) => JSON.stringify(o)).join(', ')}` }
+				: { code: 'type', detail: 'has an invalid value' }
+		}
+		default:
+			return { code: codeOf(error.type), detail: 'has an invalid value' }
+	}
+}
+
+const codeOf = (type: number) =>
+	({ 45: 'required', 42: 'additionalProperties', 50: 'format', 51: 'maxLength', 52: 'minLength', 53: 'pattern' })[
+		type
+	] ?? 'invalid'
+
+function formatDetail(format: string): string {
+	if (format === 'email') return 'must be an email address'
+	if (format === 'uuid') return 'must be a UUID'
+	if (format === 'date-time') return 'must be an ISO-8601 date-time with a time zone'
+	return `must be a valid ${format}`
+}
+
+/** Elysia's validation error → one entry per invalid field (the first problem of each). */
+export function fieldErrors(error: ValidationError): FieldError[] {
+	const byPointer = new Map<string, FieldError>()
+	const all = error.all as unknown as Array<{ path?: string; type: number; schema: Record<string, unknown>; message: string }>
+	for (const item of all) {
+		const pointer = `#${item.path ?? ''}`
+		if (byPointer.has(pointer)) continue
+		byPointer.set(pointer, { pointer, ...describeValueError(item) })
+	}
+	if (byPointer.size === 0) byPointer.set('#', { pointer: '#', code: 'invalid', detail: 'is invalid' })
+	// A missing body shows as one error at the root.
+	const root = byPointer.get('#')
+	if (root && error.value === undefined) root.detail = 'a JSON request body is required'
+	return [...byPointer.values()]
+}
+
+export interface RouteTable {
+	routes: ReadonlyArray<{ method: string; path: string }>
+}
+
+/** Methods registered for a concrete path, for 405 and its Allow header. */
+export function allowedMethods(table: RouteTable, path: string): string[] {
+	const methods = new Set<string>()
+	for (const route of table.routes) {
+		if (route.method === 'ALL' || route.method === 'OPTIONS') continue
+		const pattern = new RegExp(
+			`^${route.path.replace(/\/+$/, '').replace(/[.+?^${}()|[\]\\]/g, '\\$&').replace(/:[^/]+/g, '[^/]+').replace(/\*/g, '.*')}/?$`,
+		)
+		if (pattern.test(path)) methods.add(route.method)
+	}
+	return [...methods].sort()
+}
+
+/**
+ * The single error boundary: every thrown error, Elysia's own included,
+ * leaves as problem+json. Anything unexpected is logged in full and answered
+ * with nothing but the request id.
+ */
+export const problemHandler = (log: Logger, table: RouteTable) =>
+	new Elysia({ name: 'problems' }).onError({ as: 'global' }, ({ code, error, request, set, path }) => {
+		const requestId = String(set.headers['x-request-id'] ?? '')
+		let kind: ProblemKind = 'internal-error'
+		let detail = `An internal error occurred (request id ${requestId})`
+		let errors: FieldError[] = []
+		let headers: Record<string, string> = {}
+		if (error instanceof AppError) {
+			kind = error.kind
+			detail = error.detail
+			errors = error.options.errors ?? []
+			headers = error.options.headers ?? {}
+		} else if (code === 'VALIDATION' && error instanceof ValidationError) {
+			errors = fieldErrors(error)
+			kind = 'validation-error'
+			detail = errors.length === 1 ? '1 field is invalid' : `${errors.length} fields are invalid`
+		} else if (code === 'PARSE') {
+			kind = 'bad-request'
+			detail = 'The request body is not valid JSON'
+		} else if (code === 'NOT_FOUND') {
+			const allow = allowedMethods(table, path)
+			if (allow.length > 0 && !allow.includes(request.method)) {
+				kind = 'method-not-allowed'
+				detail = `${request.method} is not allowed here; use ${allow.join(', ')}`
+				headers = { allow: allow.join(', ') }
+			} else {
+				kind = 'not-found'
+				detail = `No route matches ${request.method} ${path}`
+			}
+		} else if (isDatabaseUnavailable(error)) {
+			kind = 'service-unavailable'
+			detail = 'The database is unreachable; try again shortly'
+			headers = { 'retry-after': '5' }
+			log.error({ requestId, err: describeError(error) }, 'database unavailable')
+		} else {
+			log.error({ requestId, err: describeError(error) }, 'unhandled error')
+		}
+		const body = problemBody(kind, detail, path, errors)
+		set.status = body.status
+		set.headers['content-type'] = 'application/problem+json'
+		Object.assign(set.headers, headers)
+		if (body.status === 401 && !set.headers['www-authenticate']) set.headers['www-authenticate'] = 'Bearer realm="latchkey"'
+		return kind === 'internal-error' ? { ...body, requestId } : body
+	})
+
+/**
+ * What the log keeps of an unexpected error: the innermost cause's name, code
+ * and message, and the stack frames. Drizzle's wrapper message is left out on
+ * purpose: it carries the SQL and its parameters, which can include hashes.
+ */
+function describeError(error: unknown) {
+	if (!(error instanceof Error)) return { message: 'non-Error value thrown' }
+	let root: Error = error
+	while (root.cause instanceof Error) root = root.cause
+	const frames = (error.stack ?? '').split('\n').filter((line) => line.trimStart().startsWith('at '))
+	return { name: root.name, code: (root as { code?: unknown }).code, message: root.message, stack: frames.join('\n') }
+}

@@ -1,0 +1,90 @@
+import { expect } from 'bun:test'
+import { createApp, type App } from '../../src/app'
+import { loadConfig, type Config } from '../../src/config/env'
+import { createLogger } from '../../src/log'
+import { createTestDatabase, type TestDatabase } from './database'
+
+/** Settings every test app starts from: cheap hashing, no throttling, quiet. */
+export const TEST_ENV: Record<string, string> = {
+	NODE_ENV: 'test',
+	JWT_SECRET: `test-${crypto.randomUUID()}-${crypto.randomUUID()}`,
+	PASSWORD_HASH_MEMORY_KIB: '1024',
+	PASSWORD_HASH_TIME_COST: '1',
+	RATE_LIMIT_MAX: '0',
+	AUTH_RATE_LIMIT_MAX: '0',
+	LOCKOUT_THRESHOLD: '0',
+	LOG_LEVEL: 'debug',
+}
+
+export interface CallOptions {
+	json?: unknown
+	body?: BodyInit
+	headers?: Record<string, string>
+	token?: string
+}
+
+export interface CallResult<T = any> {
+	status: number
+	headers: Headers
+	body: T
+	text: string
+}
+
+export interface TestApp {
+	app: App
+	config: Config
+	database: TestDatabase
+	/** Every log line the app wrote, as raw JSON text. */
+	logs: string[]
+	call<T = any>(method: string, path: string, options?: CallOptions): Promise<CallResult<T>>
+	close(): Promise<void>
+}
+
+export async function startTestApp(env: Record<string, string> = {}, database?: TestDatabase): Promise<TestApp> {
+	const db = database ?? (await createTestDatabase())
+	const config = loadConfig({ ...TEST_ENV, ...env })
+	const logs: string[] = []
+	const log = createLogger(config.logLevel, { write: (line: string) => void logs.push(line) })
+	const app = createApp({ config, database: db.handle, log })
+	return {
+		app,
+		config,
+		database: db,
+		logs,
+		call: (method, path, options = {}) => call(app, method, path, options),
+		close: () => (database ? Promise.resolve() : db.drop()),
+	}
+}
+
+export async function call<T = any>(
+	app: { handle(request: Request): Promise<Response> },
+	method: string,
+	path: string,
+	{ json, body, headers = {}, token }: CallOptions = {},
+): Promise<CallResult<T>> {
+	const init: RequestInit & { headers: Record<string, string> } = { method, headers: { ...headers } }
+	if (json !== undefined) {
+		init.body = JSON.stringify(json)
+		init.headers['content-type'] ??= 'application/json'
+	} else if (body !== undefined) init.body = body
+	if (token) init.headers.authorization = `Bearer ${token}`
+	const response = await app.handle(new Request(`http://localhost${path}`, init))
+	const text = await response.text()
+	let parsed: unknown = text
+	try {
+		parsed = JSON.parse(text)
+	} catch {}
+	return { status: response.status, headers: response.headers, body: parsed as T, text }
+}
+
+/** The problem document API.md promises, for a whole-document assertion. */
+export const problem = (kind: string, status: number, instance: string, detail: unknown, errors: unknown = []) => ({
+	type: `https://latchkey.dev/problems/${kind}`,
+	title: expect.any(String),
+	status,
+	detail,
+	instance,
+	data: null,
+	message: detail,
+	errors,
+})
