@@ -4,14 +4,24 @@ import { Elysia } from 'elysia'
 import packageJson from '../package.json'
 import type { Config } from './config/env'
 import type { DatabaseHandle } from './db/client'
+import { authGuard } from './http/auth'
+import { clientAddressResolver } from './http/client-ip'
 import { problemHandler, type RouteTable } from './http/problem'
 import { security } from './http/security'
 import type { Logger } from './log'
+import { authModule } from './modules/auth'
+import type { TokenKeys } from './modules/auth/keys'
+import { PasswordHasher } from './modules/auth/password'
+import { AuthService } from './modules/auth/service'
 import { health } from './modules/health'
+import { jwks } from './modules/health/jwks'
+import { usersModule } from './modules/users'
+import { UsersService } from './modules/users/service'
 
 export interface AppDeps {
 	config: Config
 	database: DatabaseHandle
+	keys: TokenKeys
 	log: Logger
 }
 
@@ -43,11 +53,33 @@ function corsFor(origins: string[]) {
 }
 
 /** The whole service as an Elysia app; `index.ts` listens, tests call `app.handle`. */
-export function createApp({ config, database, log }: AppDeps) {
+export function createApp({ config, database, keys, log }: AppDeps) {
 	const routeTable: RouteTable = { routes: [] }
-	const api = new Elysia({ name: 'api', prefix: '/api' }).use(health(database))
+	const { db } = database
+	const hasher = new PasswordHasher(config.password)
+	const users = new UsersService({
+		db,
+		hasher,
+		passwordMinLength: config.password.minLength,
+		signupEnabled: config.signupEnabled,
+	})
+	const auth = new AuthService({
+		db,
+		hasher,
+		refreshTtlSeconds: config.jwt.refreshTtlSeconds,
+		reuseGraceSeconds: config.jwt.reuseGraceSeconds,
+	})
+	const guard = authGuard({ db, keys, jwt: config.jwt })
+	const clientAddress = clientAddressResolver(config.rateLimit.trustProxy)
 
-	const app = new Elysia({ name: 'latchkey' })
+	// normalize: false everywhere, so that unknown query parameters are refused rather than silently dropped.
+	const api = new Elysia({ name: 'api', prefix: '/api', normalize: false })
+		.use(health(database))
+		.use(jwks(keys))
+		.use(usersModule({ users, guard, db }))
+		.use(authModule({ auth, guard, clientAddress, jwt: config.jwt }))
+
+	const app = new Elysia({ name: 'latchkey', normalize: false })
 		// CORS first, so that even a refused request carries the headers a browser needs to read the problem.
 		.use(corsFor(config.cors.origins))
 		.use(security({ bodyLimitBytes: config.bodyLimitBytes, htmlPaths: new Set([DOCS_PATH]) }))
@@ -68,6 +100,7 @@ export function createApp({ config, database, log }: AppDeps) {
 					})
 				: new Elysia({ name: 'docs-disabled' }),
 		)
+		.use(jwks(keys))
 		.use(api)
 	routeTable.routes = app.routes
 	return app

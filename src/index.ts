@@ -6,6 +6,7 @@ import { ConfigError, EnvSchema, loadConfig, type Config } from './config/env'
 import { openDatabase } from './db/client'
 import { migrate } from './db/migrate'
 import { createLogger, type Logger } from './log'
+import { loadTokenKeys } from './modules/auth/keys'
 
 const HELP = `latchkey ${packageJson.version} — accounts and authentication over a JSON API
 
@@ -85,7 +86,8 @@ async function serve(config: Config, log: Logger): Promise<number> {
 	const applied = await migrate(database.db)
 	if (applied.length) log.info({ applied }, 'migrations applied')
 
-	const app = createApp({ config, database, log }).listen({
+	const keys = await loadTokenKeys(config.jwt, log)
+	const app = createApp({ config, database, keys, log }).listen({
 		port: config.port,
 		hostname: config.host,
 		// Bun's own cap is only a backstop; the app answers 413 problem+json below it.

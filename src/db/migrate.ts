@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm'
 import journal from '../../drizzle/meta/_journal.json'
 import m0000 from '../../drizzle/0000_init.sql' with { type: 'text' }
+import m0001 from '../../drizzle/0001_session_pairs.sql' with { type: 'text' }
 import type { Database } from './client'
 
 /**
@@ -9,6 +10,7 @@ import type { Database } from './client'
  */
 const MIGRATION_SQL: Record<string, string> = {
 	'0000_init': m0000,
+	'0001_session_pairs': m0001,
 }
 
 export interface Migration {

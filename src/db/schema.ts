@@ -49,6 +49,8 @@ export const sessions = pgTable(
 		ip: text('ip'),
 		userAgent: text('user_agent'),
 		revokedAt: timestamp('revoked_at', { withTimezone: true, precision: 3 }),
+		// Access tokens (by jti) of pairs replaced by a refresh retry inside the grace interval.
+		supersededAccessTokenIds: text('superseded_access_token_ids').array().notNull().default(sql`'{}'::text[]`),
 	},
 	(table) => [index('sessions_user_id_idx').on(table.userId, table.createdAt)],
 )
@@ -66,6 +68,8 @@ export const refreshTokens = pgTable(
 			.references(() => sessions.id),
 		tokenHash: text('token_hash').notNull(),
 		parentId: uuid('parent_id'),
+		// jti of the access token issued together with this refresh token.
+		accessTokenId: text('access_token_id'),
 		createdAt: timestamp('created_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
 		// Set when the token is exchanged (rotated) or superseded; null while it is the live one.
 		rotatedAt: timestamp('rotated_at', { withTimezone: true, precision: 3 }),

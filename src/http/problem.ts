@@ -1,4 +1,4 @@
-import { Elysia, ValidationError } from 'elysia'
+import { Elysia, t, ValidationError } from 'elysia'
 import type { Logger } from '../log'
 import { isDatabaseUnavailable } from '../db/client'
 
@@ -96,9 +96,12 @@ function describeValueError(error: {
 	schema: Record<string, unknown>
 	message: string
 }): { code: string; detail: string } {
-	const s = error.schema
-	if (typeof s.error === 'string') return { code: codeOf(error.type), detail: s.error }
-	switch (error.type) {
+	const described = describeByType(error.type, error.schema)
+	return typeof error.schema.error === 'string' ? { code: described.code, detail: error.schema.error } : described
+}
+
+function describeByType(type: number, s: Record<string, unknown>): { code: string; detail: string } {
+	switch (type) {
 		case 45:
 			return { code: 'required', detail: 'is required' }
 		case 42:
@@ -140,14 +143,9 @@ function describeValueError(error: {
 				: { code: 'type', detail: 'has an invalid value' }
 		}
 		default:
-			return { code: codeOf(error.type), detail: 'has an invalid value' }
+			return { code: 'invalid', detail: 'has an invalid value' }
 	}
 }
-
-const codeOf = (type: number) =>
-	({ 45: 'required', 42: 'additionalProperties', 50: 'format', 51: 'maxLength', 52: 'minLength', 53: 'pattern' })[
-		type
-	] ?? 'invalid'
 
 function formatDetail(format: string): string {
 	if (format === 'email') return 'must be an email address'
@@ -159,9 +157,15 @@ function formatDetail(format: string): string {
 /** Elysia's validation error → one entry per invalid field (the first problem of each). */
 export function fieldErrors(error: ValidationError): FieldError[] {
 	const byPointer = new Map<string, FieldError>()
-	const all = error.all as unknown as Array<{ path?: string; type: number; schema: Record<string, unknown>; message: string }>
+	const all = error.all as unknown as Array<{
+		path?: string
+		type: number
+		schema: Record<string, unknown>
+		message: string
+		value?: unknown
+	}>
 	for (const item of all) {
-		const pointer = `#${item.path ?? ''}`
+		const pointer = `#${item.path || fieldOfSchema(item.schema)}`
 		if (byPointer.has(pointer)) continue
 		byPointer.set(pointer, { pointer, ...describeValueError(item) })
 	}
@@ -171,6 +175,19 @@ export function fieldErrors(error: ValidationError): FieldError[] {
 	if (root && error.value === undefined) root.detail = 'a JSON request body is required'
 	return [...byPointer.values()]
 }
+
+/**
+ * Elysia checks a coerced query number on its own after conversion and
+ * reports a range error without its name; such schemas carry it as
+ * `x-field` (see `queryInteger`).
+ */
+function fieldOfSchema(schema: Record<string, unknown>): string {
+	return typeof schema['x-field'] === 'string' ? `/${schema['x-field']}` : ''
+}
+
+/** An integer query parameter whose errors point at it by name. */
+export const queryInteger = (name: string, options: { minimum: number; maximum: number; default?: number }) =>
+	t.Integer({ ...options, 'x-field': name, error: `must be a whole number from ${options.minimum} to ${options.maximum}` })
 
 export interface RouteTable {
 	routes: ReadonlyArray<{ method: string; path: string }>
@@ -201,11 +218,13 @@ export const problemHandler = (log: Logger, table: RouteTable) =>
 		let detail = `An internal error occurred (request id ${requestId})`
 		let errors: FieldError[] = []
 		let headers: Record<string, string> = {}
-		if (error instanceof AppError) {
-			kind = error.kind
-			detail = error.detail
-			errors = error.options.errors ?? []
-			headers = error.options.headers ?? {}
+		// Elysia wraps what a parser throws in its own ParseError.
+		const appError = error instanceof AppError ? error : (error as { cause?: unknown }).cause
+		if (appError instanceof AppError) {
+			kind = appError.kind
+			detail = appError.detail
+			errors = appError.options.errors ?? []
+			headers = appError.options.headers ?? {}
 		} else if (code === 'VALIDATION' && error instanceof ValidationError) {
 			errors = fieldErrors(error)
 			kind = 'validation-error'

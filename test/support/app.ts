@@ -2,6 +2,7 @@ import { expect } from 'bun:test'
 import { createApp, type App } from '../../src/app'
 import { loadConfig, type Config } from '../../src/config/env'
 import { createLogger } from '../../src/log'
+import { loadTokenKeys, type TokenKeys } from '../../src/modules/auth/keys'
 import { createTestDatabase, type TestDatabase } from './database'
 
 /** Settings every test app starts from: cheap hashing, no throttling, quiet. */
@@ -18,7 +19,7 @@ export const TEST_ENV: Record<string, string> = {
 
 export interface CallOptions {
 	json?: unknown
-	body?: BodyInit
+	body?: RequestInit['body']
 	headers?: Record<string, string>
 	token?: string
 }
@@ -33,6 +34,7 @@ export interface CallResult<T = any> {
 export interface TestApp {
 	app: App
 	config: Config
+	keys: TokenKeys
 	database: TestDatabase
 	/** Every log line the app wrote, as raw JSON text. */
 	logs: string[]
@@ -45,10 +47,12 @@ export async function startTestApp(env: Record<string, string> = {}, database?: 
 	const config = loadConfig({ ...TEST_ENV, ...env })
 	const logs: string[] = []
 	const log = createLogger(config.logLevel, { write: (line: string) => void logs.push(line) })
-	const app = createApp({ config, database: db.handle, log })
+	const keys = await loadTokenKeys(config.jwt, log)
+	const app = createApp({ config, database: db.handle, keys, log })
 	return {
 		app,
 		config,
+		keys,
 		database: db,
 		logs,
 		call: (method, path, options = {}) => call(app, method, path, options),

@@ -1,0 +1,86 @@
+import { Elysia } from 'elysia'
+import type { Config } from '../config/env'
+import type { Database } from '../db/client'
+import type { TokenKeys } from '../modules/auth/keys'
+import { findCaller, type Caller } from '../modules/auth/sessions'
+import { accessTokens, verifyOptions } from '../modules/auth/tokens'
+import { AppError, Forbidden } from './problem'
+
+/** Who may call a route: any signed-in account, admins only, or the account named by `:id` (and admins). */
+export type AuthLevel = 'user' | 'admin' | 'self'
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
+const REALM = 'Bearer realm="latchkey"'
+
+const missingToken = () =>
+	new AppError('unauthorized', 'Send an access token: Authorization: Bearer <token>', { headers: { 'www-authenticate': REALM } })
+
+const refusedToken = () =>
+	new AppError('invalid-token', 'The access token is invalid, expired or revoked', {
+		headers: { 'www-authenticate': `${REALM}, error="invalid_token"` },
+	})
+
+/** The token of an `Authorization: Bearer …` header (RFC 6750 §2.1), or undefined. */
+export function bearerToken(header: string | undefined): string | undefined {
+	const match = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i.exec(header ?? '')
+	return match?.[1]
+}
+
+export interface AuthGuardDeps {
+	db: Database
+	keys: TokenKeys
+	jwt: Config['jwt']
+}
+
+/**
+ * The bearer guard. Verifies the token once per request (signature, alg,
+ * typ, iss, aud, exp), then checks the session by primary key, and resolves
+ * `caller` for the handler. Permissions are declared on routes:
+ * `{ auth: 'admin' }`, `{ auth: 'self' }`, `{ auth: 'user' }`, or
+ * `{ optionalAuth: true }` where a token is welcome but not required.
+ */
+export const authGuard = ({ db, keys, jwt }: AuthGuardDeps) => {
+	const options = verifyOptions(keys, jwt)
+	type Verifier = { verify(token: string, options: object): Promise<false | Record<string, unknown>> }
+
+	/** The caller behind the request's bearer token; undefined when none was sent. */
+	const authenticate = async (authorization: string | undefined, verifier: Verifier): Promise<Caller | undefined> => {
+		if (authorization === undefined) return undefined
+		const token = bearerToken(authorization)
+		if (!token) throw refusedToken()
+		const claims = await verifier.verify(token, options)
+		if (!claims) throw refusedToken()
+		const { sub, sid, jti } = claims
+		if (typeof sub !== 'string' || typeof sid !== 'string' || typeof jti !== 'string' || !UUID.test(sid) || !UUID.test(sub))
+			throw refusedToken()
+		const caller = await findCaller(db, { sub, sid, jti })
+		if (!caller) throw refusedToken()
+		return caller
+	}
+
+	return new Elysia({ name: 'auth-guard', seed: keys.kid })
+		.use(accessTokens(keys, jwt))
+		.macro({
+			auth: (level: AuthLevel) => ({
+				async resolve({ headers, params, accessTokenVerifier }) {
+					const caller = await authenticate(headers.authorization, accessTokenVerifier)
+					if (!caller) throw missingToken()
+					if (level === 'admin' && caller.user.role !== 'admin') throw new Forbidden('This requires an admin')
+					if (level === 'self') {
+						const target = (params as { id?: string }).id
+						if (target !== 'me' && target !== caller.user.id && caller.user.role !== 'admin')
+							throw new Forbidden('You may only act on your own account')
+					}
+					return { caller }
+				},
+			}),
+			optionalAuth: {
+				async resolve({ headers, accessTokenVerifier }) {
+					return { caller: (await authenticate(headers.authorization, accessTokenVerifier)) ?? null }
+				},
+			},
+		})
+}
+
+/** `me` or an id, as the id of the account a route acts on. */
+export const targetUserId = (id: string, caller: Caller) => (id === 'me' ? caller.user.id : id)

@@ -1,0 +1,83 @@
+import { Elysia, t } from 'elysia'
+import type { Config } from '../../config/env'
+import type { authGuard } from '../../http/auth'
+import type { ClientAddressResolver } from '../../http/client-ip'
+import { envelope } from '../../http/problem'
+import { Envelope, problemResponses } from '../../http/openapi'
+import { toUserResource } from '../users/service'
+import { AuthModel } from './model'
+import type { AuthService, IssuedSession } from './service'
+
+export interface AuthModuleDeps {
+	auth: AuthService
+	guard: ReturnType<typeof authGuard>
+	clientAddress: ClientAddressResolver
+	jwt: Config['jwt']
+}
+
+export const authModule = ({ auth, guard, clientAddress, jwt }: AuthModuleDeps) =>
+	new Elysia({ name: 'auth', prefix: '/auth', detail: { tags: ['Authentication'] } })
+		.use(guard)
+		.derive(({ request, server }) => ({
+			client: { ip: clientAddress(request, server), userAgent: request.headers.get('user-agent') },
+		}))
+		.derive(({ accessTokenSigner }) => ({
+			/** The response body of login and refresh: the signed pair and the user. */
+			tokenResponse: async (issued: IssuedSession) => ({
+				accessToken: await accessTokenSigner.sign({
+					sub: issued.user.id,
+					sid: issued.sessionId,
+					role: issued.user.role,
+					jti: issued.accessTokenId,
+				}),
+				refreshToken: issued.refreshToken,
+				tokenType: 'Bearer' as const,
+				expiresIn: jwt.accessTtlSeconds,
+				refreshExpiresIn: jwt.refreshTtlSeconds,
+				user: toUserResource(issued.user),
+			}),
+		}))
+		.post(
+			'/login',
+			async ({ body, client, tokenResponse }) =>
+				envelope(await tokenResponse(await auth.login(body.email, body.password, client)), 'Logged in'),
+			{
+				body: AuthModel.login,
+				response: { 200: Envelope(AuthModel.tokens), ...problemResponses(400, 401, 415, 422, 429) },
+				detail: {
+					summary: 'Log in with email and password',
+					description:
+						'Wrong password, unknown email and a deactivated account all get the same 401, in about the same time.',
+					security: [],
+				},
+			},
+		)
+		.post(
+			'/refresh',
+			async ({ body, client, tokenResponse }) =>
+				envelope(await tokenResponse(await auth.refresh(body.refreshToken, client)), 'Tokens refreshed'),
+			{
+				body: AuthModel.refresh,
+				response: { 200: Envelope(AuthModel.tokens), ...problemResponses(400, 401, 415, 422, 429) },
+				detail: {
+					summary: 'Exchange a refresh token for a new pair (rotation)',
+					description:
+						'The presented refresh token stops working. Presenting an already rotated token again revokes the whole session, except for a retry within the grace interval.',
+					security: [],
+				},
+			},
+		)
+		.post(
+			'/logout',
+			async ({ body, caller }) => {
+				await auth.logout(caller, body?.scope ?? 'local')
+				return envelope(null, 'Logged out')
+			},
+			{
+				auth: 'user',
+				body: AuthModel.logout,
+				response: { 200: Envelope(t.Null()), ...problemResponses(400, 401, 415, 422, 429) },
+				detail: { summary: 'Revoke this session, the others, or all' },
+			},
+		)
+

@@ -1,0 +1,33 @@
+import { t } from 'elysia'
+import { UserModel } from '../users/model'
+
+export namespace AuthModel {
+	export const login = t.Object({
+		email: t.String({ maxLength: 254, examples: ['ada@example.com'] }),
+		password: t.String({ maxLength: 1024, examples: ['correct horse battery staple'] }),
+	})
+
+	export const refresh = t.Object({
+		refreshToken: t.String({ minLength: 1, maxLength: 512, description: 'the opaque refresh token from login or the last refresh' }),
+	})
+
+	export const logout = t.Optional(
+		t.Object({
+			scope: t.Optional(
+				t.Union([t.Literal('local'), t.Literal('others'), t.Literal('global')], {
+					default: 'local',
+					description: '`local`: this session; `others`: every other session; `global`: all',
+				}),
+			),
+		}),
+	)
+
+	export const tokens = t.Object({
+		accessToken: t.String({ description: 'JWT (RFC 9068), for `Authorization: Bearer …`' }),
+		refreshToken: t.String({ description: 'opaque; single use: each refresh returns a new one' }),
+		tokenType: t.Literal('Bearer'),
+		expiresIn: t.Integer({ description: 'seconds until the access token expires' }),
+		refreshExpiresIn: t.Integer({ description: 'seconds until the refresh token expires' }),
+		user: UserModel.user,
+	})
+}

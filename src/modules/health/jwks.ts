@@ -1,0 +1,19 @@
+import { Elysia, t } from 'elysia'
+import type { TokenKeys } from '../auth/keys'
+
+const Jwks = t.Object({ keys: t.Array(t.Record(t.String(), t.Unknown())) }, { description: 'RFC 7517 JSON Web Key Set' })
+
+/**
+ * Public keys for verifying access tokens, at the server root and under /api.
+ * Empty with HS256: a shared secret is never published. Cacheable for a
+ * while: rotation keeps the previous key listed longer than this.
+ */
+export const jwks = (keys: TokenKeys) =>
+	new Elysia({ name: 'jwks', seed: keys.kid }).get(
+		'/.well-known/jwks.json',
+		({ set }) => {
+			set.headers['cache-control'] = 'public, max-age=300'
+			return keys.jwks
+		},
+		{ response: { 200: Jwks }, detail: { tags: ['Keys'], summary: 'Public keys that verify access tokens', security: [] } },
+	)

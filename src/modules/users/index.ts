@@ -1,0 +1,128 @@
+import { Elysia, t } from 'elysia'
+import type { authGuard } from '../../http/auth'
+import { targetUserId } from '../../http/auth'
+import { Envelope, problemResponses } from '../../http/openapi'
+import { envelope } from '../../http/problem'
+import { listActiveSessions, revokeSession } from '../auth/sessions'
+import { UserModel } from './model'
+import { normalizeEmail, toUserResource, type UsersService } from './service'
+import type { Database } from '../../db/client'
+
+export interface UsersModuleDeps {
+	users: UsersService
+	guard: ReturnType<typeof authGuard>
+	db: Database
+}
+
+const UserEnvelope = Envelope(UserModel.user)
+
+export const usersModule = ({ users, guard, db }: UsersModuleDeps) =>
+	new Elysia({ name: 'users', prefix: '/users', detail: { tags: ['Users'] } })
+		.use(guard)
+		.onTransform(({ body }) => {
+			// Emails are compared trimmed and lower-cased everywhere.
+			const candidate = body as { email?: unknown } | undefined
+			if (candidate && typeof candidate === 'object' && typeof candidate.email === 'string')
+				candidate.email = normalizeEmail(candidate.email)
+		})
+		.post(
+			'',
+			async ({ body, caller, set }) => {
+				const user = await users.create(body, caller)
+				set.status = 201
+				set.headers.location = `/api/users/${user.id}`
+				return envelope(toUserResource(user), 'User created')
+			},
+			{
+				optionalAuth: true,
+				body: UserModel.create,
+				response: { 201: UserEnvelope, ...problemResponses(400, 401, 403, 409, 413, 415, 422, 429) },
+				detail: {
+					summary: 'Sign up, or (as an admin) create an account',
+					description: 'Open to anyone while sign-up is enabled; admins always. Only admins may set `role`.',
+				},
+			},
+		)
+		.get(
+			'',
+			async ({ query, set }) => {
+				const page = await users.list(query)
+				if (page.nextCursor) set.headers.link = `<${nextPageUrl(query, page.nextCursor)}>; rel="next"`
+				return envelope({ ...page, items: page.items.map(toUserResource) }, 'Users')
+			},
+			{
+				auth: 'admin',
+				query: UserModel.listQuery,
+				response: { 200: Envelope(UserModel.page), ...problemResponses(400, 401, 403, 422, 429) },
+				detail: { summary: 'List accounts (admins): keyset pagination, filters and sorts' },
+			},
+		)
+		.get('/:id', async ({ params, caller }) => envelope(toUserResource(await users.get(targetUserId(params.id, caller))), 'User'), {
+			auth: 'self',
+			params: UserModel.idParams,
+			response: { 200: UserEnvelope, ...problemResponses(401, 403, 404, 422, 429) },
+			detail: { summary: 'Read an account (the user themself, or an admin)' },
+		})
+		.put(
+			'/:id',
+			async ({ params, body, caller }) =>
+				envelope(toUserResource(await users.replace(targetUserId(params.id, caller), body, caller)), 'User updated'),
+			{
+				auth: 'self',
+				params: UserModel.idParams,
+				body: UserModel.replace,
+				response: { 200: UserEnvelope, ...problemResponses(400, 401, 403, 404, 409, 413, 415, 422, 429) },
+				detail: {
+					summary: 'Replace the editable fields of an account',
+					description:
+						'`currentPassword` is required when users change their own email or password. Only admins may change `role` or `status`. A new password revokes the other sessions.',
+				},
+			},
+		)
+		.delete(
+			'/:id',
+			async ({ params, caller }) => envelope(toUserResource(await users.deactivate(targetUserId(params.id, caller))), 'User deactivated'),
+			{
+				auth: 'self',
+				params: UserModel.idParams,
+				response: { 200: UserEnvelope, ...problemResponses(401, 403, 404, 409, 422, 429) },
+				detail: {
+					summary: 'Deactivate an account (never deletes it)',
+					description: 'Revokes every session at once; the email stays reserved. Repeating it returns the same user.',
+				},
+			},
+		)
+		.get(
+			'/:id/sessions',
+			async ({ params, caller }) => {
+				const userId = targetUserId(params.id, caller)
+				await users.get(userId)
+				return envelope({ items: await listActiveSessions(db, userId, caller.sessionId) }, 'Sessions')
+			},
+			{
+				auth: 'self',
+				params: UserModel.idParams,
+				response: { 200: Envelope(t.Object({ items: t.Array(UserModel.session) })), ...problemResponses(401, 403, 404, 422, 429) },
+				detail: { summary: "List an account's active sessions" },
+			},
+		)
+		.delete(
+			'/:id/sessions/:sessionId',
+			async ({ params, caller }) =>
+				envelope(await revokeSession(db, targetUserId(params.id, caller), params.sessionId, caller.sessionId), 'Session revoked'),
+			{
+				auth: 'self',
+				params: UserModel.sessionParams,
+				response: { 200: Envelope(UserModel.session), ...problemResponses(401, 403, 404, 422, 429) },
+				detail: { summary: 'Revoke one session of an account' },
+			},
+		)
+
+
+function nextPageUrl(query: Record<string, unknown>, cursor: string): string {
+	const params = new URLSearchParams()
+	for (const [key, value] of Object.entries(query))
+		if (value !== undefined && key !== 'cursor') params.set(key, String(value))
+	params.set('cursor', cursor)
+	return `/api/users?${params}`
+}

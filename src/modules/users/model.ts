@@ -1,0 +1,97 @@
+import { t } from 'elysia'
+import { queryInteger } from '../../http/problem'
+
+const Role = t.Union([t.Literal('user'), t.Literal('admin')])
+const Status = t.Union([t.Literal('active'), t.Literal('deactivated')])
+const Email = t.String({ format: 'email', maxLength: 254, error: 'must be an email address', examples: ['ada@example.com'] })
+const Name = t.String({ maxLength: 200, examples: ['Ada Lovelace'] })
+// The policy (length in code points, common passwords) is checked by the service; this only bounds the input.
+const Password = t.String({ maxLength: 1024, examples: ['correct horse battery staple'] })
+const Timestamp = t.String({ format: 'date-time', examples: ['2026-01-01T12:00:00.000Z'] })
+
+export const SORTS = ['createdAt', '-createdAt', 'email', '-email'] as const
+
+export namespace UserModel {
+	export const user = t.Object(
+		{
+			id: t.String({ format: 'uuid' }),
+			email: t.String({ format: 'email' }),
+			name: t.String(),
+			role: Role,
+			status: Status,
+			createdAt: Timestamp,
+			updatedAt: Timestamp,
+			deactivatedAt: t.Union([Timestamp, t.Null()]),
+		},
+		{ description: 'A user account. Never carries a password or a hash.' },
+	)
+
+	export const create = t.Object({
+		email: Email,
+		password: Password,
+		name: t.Optional(Name),
+		role: t.Optional(Role),
+	})
+
+	/** PUT replaces the editable representation. */
+	export const replace = t.Object({
+		email: Email,
+		name: Name,
+		password: t.Optional(Password),
+		currentPassword: t.Optional(t.String({ maxLength: 1024 })),
+		role: t.Optional(Role),
+		status: t.Optional(Status),
+	})
+
+	export const idParams = t.Object({
+		id: t.Union([t.Literal('me'), t.String({ format: 'uuid' })], { error: 'must be a user id (UUID) or "me"' }),
+	})
+
+	export const listQuery = t.Object(
+		{
+			limit: t.Optional(queryInteger('limit', { minimum: 1, maximum: 100, default: 20 })),
+			cursor: t.Optional(t.String({ maxLength: 512, description: 'opaque, from `nextCursor`' })),
+			email: t.Optional(t.String({ maxLength: 254, description: 'exact match' })),
+			q: t.Optional(t.String({ minLength: 1, maxLength: 200, description: 'case-insensitive substring of email or name' })),
+			role: t.Optional(Role),
+			status: t.Optional(Status),
+			createdAfter: t.Optional(t.String({ format: 'date-time' })),
+			createdBefore: t.Optional(t.String({ format: 'date-time' })),
+			sort: t.Optional(
+				t.Union(
+					SORTS.map((sort) => t.Literal(sort)),
+					{ default: '-createdAt' },
+				),
+			),
+		},
+		{ additionalProperties: false },
+	)
+
+	export const page = t.Object({
+		items: t.Array(user),
+		nextCursor: t.Union([t.String(), t.Null()]),
+		limit: t.Integer(),
+	})
+
+	export const session = t.Object({
+		id: t.String({ format: 'uuid' }),
+		createdAt: Timestamp,
+		lastUsedAt: Timestamp,
+		expiresAt: Timestamp,
+		revokedAt: t.Union([Timestamp, t.Null()]),
+		ip: t.Union([t.String(), t.Null()]),
+		userAgent: t.Union([t.String(), t.Null()]),
+		current: t.Boolean({ description: 'whether this is the session of the token making the request' }),
+	})
+
+	export const sessionParams = t.Object({
+		id: idParams.properties.id,
+		sessionId: t.String({ format: 'uuid' }),
+	})
+}
+
+export type UserResource = typeof UserModel.user.static
+export type CreateUserInput = typeof UserModel.create.static
+export type ReplaceUserInput = typeof UserModel.replace.static
+export type ListUsersQuery = typeof UserModel.listQuery.static
+export type SessionResource = typeof UserModel.session.static

@@ -1,0 +1,246 @@
+import { and, asc, desc, eq, gt, gte, ilike, lt, lte, or, sql, type SQL } from 'drizzle-orm'
+import type { Database } from '../../db/client'
+import { sqlState } from '../../db/client'
+import { users, type UserRow } from '../../db/schema'
+import { AppError, Conflict, Forbidden, NotFound, ValidationFailed, type FieldError } from '../../http/problem'
+import { passwordProblem, type PasswordHasher } from '../auth/password'
+import { revokeUserSessions, type Caller, type Queryable } from '../auth/sessions'
+import type { CreateUserInput, ListUsersQuery, ReplaceUserInput, UserResource } from './model'
+
+export const normalizeEmail = (email: string) => email.trim().toLowerCase()
+
+export function toUserResource(row: UserRow): UserResource {
+	return {
+		id: row.id,
+		email: row.email,
+		name: row.name,
+		role: row.role,
+		status: row.status,
+		createdAt: row.createdAt.toISOString(),
+		updatedAt: row.updatedAt.toISOString(),
+		deactivatedAt: row.deactivatedAt?.toISOString() ?? null,
+	}
+}
+
+export interface UsersServiceDeps {
+	db: Database
+	hasher: PasswordHasher
+	passwordMinLength: number
+	signupEnabled: boolean
+}
+
+/** Account rules of API.md; knows nothing of HTTP. */
+export class UsersService {
+	constructor(private readonly deps: UsersServiceDeps) {}
+
+	async create(input: CreateUserInput, caller: Caller | null): Promise<UserRow> {
+		const isAdmin = caller?.user.role === 'admin'
+		if (!isAdmin && !this.deps.signupEnabled) throw new Forbidden('Sign-up is closed; ask an administrator for an account')
+		if (!isAdmin && input.role !== undefined && input.role !== 'user') throw new Forbidden('Only admins may assign a role')
+		this.checkPassword(input.password)
+		const passwordHash = await this.deps.hasher.hash(input.password)
+		return this.insert({ email: input.email, name: input.name ?? '', role: input.role ?? 'user', passwordHash })
+	}
+
+	/** Inserts an account; the unique index, not a prior read, decides whether the email is taken. */
+	async insert(values: { email: string; name: string; role: 'user' | 'admin'; passwordHash: string }): Promise<UserRow> {
+		try {
+			const now = new Date()
+			const [row] = await this.deps.db
+				.insert(users)
+				.values({ id: Bun.randomUUIDv7(), ...values, email: normalizeEmail(values.email), createdAt: now, updatedAt: now })
+				.returning()
+			if (!row) throw new Error('user insert returned no row')
+			return row
+		} catch (error) {
+			throw translateConstraint(error)
+		}
+	}
+
+	async get(id: string): Promise<UserRow> {
+		const [row] = await this.deps.db.select().from(users).where(eq(users.id, id))
+		if (!row) throw new NotFound('No user with this id')
+		return row
+	}
+
+	async list(query: ListUsersQuery): Promise<{ items: UserRow[]; nextCursor: string | null; limit: number }> {
+		const limit = query.limit ?? 20
+		const sort = query.sort ?? '-createdAt'
+		const cursor = query.cursor === undefined ? undefined : decodeCursor(query.cursor, sort)
+		const rows = await this.deps.db
+			.select()
+			.from(users)
+			.where(and(...filters(query), cursor && afterCursor(sort, cursor)))
+			.orderBy(...ordering(sort))
+			.limit(limit + 1)
+		const items = rows.slice(0, limit)
+		const last = items.at(-1)
+		const nextCursor = rows.length > limit && last ? encodeCursor(sort, last) : null
+		return { items, nextCursor, limit }
+	}
+
+	async replace(id: string, input: ReplaceUserInput, caller: Caller): Promise<UserRow> {
+		const callerIsAdmin = caller.user.role === 'admin'
+		const self = caller.user.id === id
+		return this.deps.db.transaction(async (tx) => {
+			const current = await lockUser(tx, id)
+			if (!callerIsAdmin && input.role !== undefined && input.role !== current.role)
+				throw new Forbidden('Only admins may change a role')
+			if (!callerIsAdmin && input.status !== undefined && input.status !== current.status)
+				throw new Forbidden('Only admins may change an account status')
+			const email = normalizeEmail(input.email)
+			const changesCredentials = input.password !== undefined || email !== current.email
+			if (self && changesCredentials) await this.requireCurrentPassword(input.currentPassword, current)
+			if (input.password !== undefined) this.checkPassword(input.password)
+
+			const role = input.role ?? current.role
+			const status = input.status ?? current.status
+			const leavesAdmins = current.role === 'admin' && current.status === 'active' && (role !== 'admin' || status !== 'active')
+			if (leavesAdmins) await ensureAnotherActiveAdmin(tx, id)
+
+			const passwordHash = input.password === undefined ? current.passwordHash : await this.deps.hasher.hash(input.password)
+			const deactivating = status === 'deactivated' && current.status !== 'deactivated'
+			const [row] = await tx
+				.update(users)
+				.set({
+					email,
+					name: input.name,
+					role,
+					status,
+					passwordHash,
+					updatedAt: new Date(),
+					deactivatedAt: status === 'active' ? null : deactivating ? new Date() : current.deactivatedAt,
+				})
+				.where(eq(users.id, id))
+				.returning()
+				.catch((error: unknown) => {
+					throw translateConstraint(error)
+				})
+			if (!row) throw new NotFound('No user with this id')
+			if (deactivating) await revokeUserSessions(tx, id)
+			// A new password ends every other session: whoever knew the old one is logged out.
+			else if (input.password !== undefined) await revokeUserSessions(tx, id, self ? caller.sessionId : undefined)
+			return row
+		})
+	}
+
+	/** Deactivation is a state: sessions revoked at once, email kept, idempotent. */
+	async deactivate(id: string): Promise<UserRow> {
+		return this.deps.db.transaction(async (tx) => {
+			const current = await lockUser(tx, id)
+			if (current.status === 'deactivated') return current
+			if (current.role === 'admin') await ensureAnotherActiveAdmin(tx, id)
+			const now = new Date()
+			const [row] = await tx
+				.update(users)
+				.set({ status: 'deactivated', deactivatedAt: now, updatedAt: now })
+				.where(eq(users.id, id))
+				.returning()
+			await revokeUserSessions(tx, id)
+			if (!row) throw new NotFound('No user with this id')
+			return row
+		})
+	}
+
+	private checkPassword(password: string) {
+		const problem = passwordProblem(password, this.deps.passwordMinLength)
+		if (problem) throw new ValidationFailed([problem])
+	}
+
+	private async requireCurrentPassword(currentPassword: string | undefined, user: UserRow) {
+		const pointer = '#/currentPassword'
+		if (currentPassword === undefined)
+			throw new ValidationFailed([{ pointer, code: 'required', detail: 'is required to change your email or password' }])
+		if (!(await this.deps.hasher.verify(currentPassword, user.passwordHash)))
+			throw new ValidationFailed([{ pointer, code: 'mismatch', detail: 'is not your current password' }])
+	}
+}
+
+async function lockUser(tx: Queryable, id: string): Promise<UserRow> {
+	const [row] = await tx.select().from(users).where(eq(users.id, id)).for('update')
+	if (!row) throw new NotFound('No user with this id')
+	return row
+}
+
+/**
+ * Locks every active admin row, so that two admins demoting each other at
+ * the same moment cannot both succeed and leave none.
+ */
+async function ensureAnotherActiveAdmin(tx: Queryable, leavingId: string) {
+	const admins = await tx
+		.select({ id: users.id })
+		.from(users)
+		.where(and(eq(users.role, 'admin'), eq(users.status, 'active')))
+		.for('update')
+	if (!admins.some((admin) => admin.id !== leavingId))
+		throw new Conflict('last-admin', 'The last active admin can be neither deactivated nor demoted')
+}
+
+function translateConstraint(error: unknown): unknown {
+	const { code, constraint } = sqlState(error)
+	if (code === '23505' && constraint === 'users_email_key')
+		return new Conflict('email-taken', 'An account with this email already exists')
+	return error
+}
+
+// ── listing ──────────────────────────────────────────────────────────────
+
+type Sort = NonNullable<ListUsersQuery['sort']>
+interface Cursor {
+	sort: Sort
+	key: string
+	id: string
+}
+
+const escapeLike = (value: string) => value.replace(/[\\%_]/g, (char) => `\\${char}`)
+
+function filters(query: ListUsersQuery): Array<SQL | undefined> {
+	return [
+		query.email === undefined ? undefined : eq(users.email, normalizeEmail(query.email)),
+		query.q === undefined
+			? undefined
+			: or(ilike(users.email, `%${escapeLike(query.q)}%`), ilike(users.name, `%${escapeLike(query.q)}%`)),
+		query.role === undefined ? undefined : eq(users.role, query.role),
+		query.status === undefined ? undefined : eq(users.status, query.status),
+		query.createdAfter === undefined ? undefined : gte(users.createdAt, new Date(query.createdAfter)),
+		query.createdBefore === undefined ? undefined : lte(users.createdAt, new Date(query.createdBefore)),
+	]
+}
+
+function ordering(sort: Sort) {
+	const direction = sort.startsWith('-') ? desc : asc
+	return sort.endsWith('email') ? [direction(users.email)] : [direction(users.createdAt), direction(users.id)]
+}
+
+/** Rows strictly after the cursor in the sort order: a row comparison an index can seek to. */
+function afterCursor(sort: Sort, cursor: Cursor): SQL | undefined {
+	const descending = sort.startsWith('-')
+	if (sort.endsWith('email')) return descending ? lt(users.email, cursor.key) : gt(users.email, cursor.key)
+	const key = new Date(cursor.key)
+	return descending
+		? sql`(${users.createdAt}, ${users.id}) < (${key}, ${cursor.id})`
+		: sql`(${users.createdAt}, ${users.id}) > (${key}, ${cursor.id})`
+}
+
+function encodeCursor(sort: Sort, row: UserRow): string {
+	const key = sort.endsWith('email') ? row.email : row.createdAt.toISOString()
+	return Buffer.from(JSON.stringify({ s: sort, k: key, i: row.id })).toString('base64url')
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+
+function decodeCursor(value: string, sort: Sort): Cursor {
+	const invalid = new AppError('bad-request', 'The cursor is not valid for this query', {
+		errors: [{ pointer: '#/cursor', code: 'invalid', detail: 'use nextCursor from a previous page with the same sort' }],
+	})
+	let parsed: unknown
+	try {
+		parsed = JSON.parse(Buffer.from(value, 'base64url').toString('utf8'))
+	} catch {
+		throw invalid
+	}
+	const { s, k, i } = (parsed ?? {}) as Record<string, unknown>
+	if (s !== sort || typeof k !== 'string' || typeof i !== 'string' || !UUID.test(i)) throw invalid
+	if (!sort.endsWith('email') && Number.isNaN(Date.parse(k))) throw invalid
+	return { sort, key: k, id: i }
+}
