@@ -7,19 +7,25 @@ import { openDatabase } from './db/client'
 import { migrate } from './db/migrate'
 import { createLogger, type Logger } from './log'
 import { loadTokenKeys } from './modules/auth/keys'
+import { PasswordHasher } from './modules/auth/password'
+import { BootstrapError, createAdmin, ensureBootstrapAdmin } from './modules/users/bootstrap'
 
 const HELP = `latchkey ${packageJson.version} — accounts and authentication over a JSON API
 
 Usage:
   latchkey [serve]      start the HTTP service (applies pending migrations first)
   latchkey migrate      apply pending database migrations, then exit
+  latchkey admin create --email EMAIL [--name NAME] [--password-file FILE]
+                        create an admin account; the password is read from
+                        FILE, or else from standard input (never an argument)
   latchkey --help       show this help
   latchkey --version    print the version
 
 Configuration comes from the environment (and a .env file in the working
 directory). Settings: ${Object.keys(EnvSchema.properties).join(', ')}.
 
-Exit codes: 0 success · 1 bad configuration or a runtime failure · 2 bad usage.`
+Exit codes: 0 success · 1 bad configuration or a runtime failure
+(including 'admin create' refused: email taken, weak password) · 2 bad usage.`
 
 /** Exit codes, as documented in --help and the README. */
 const EXIT = { ok: 0, failure: 1, usage: 2 } as const
@@ -42,7 +48,7 @@ async function main(argv: string[]): Promise<number> {
 		return EXIT.ok
 	}
 	const command = positionals.join(' ') || 'serve'
-	if (command !== 'serve' && command !== 'migrate') {
+	if (command !== 'serve' && command !== 'migrate' && command !== 'admin create') {
 		console.error(`latchkey: unknown command '${command}'\nRun 'latchkey --help' for usage.`)
 		return EXIT.usage
 	}
@@ -57,7 +63,31 @@ async function main(argv: string[]): Promise<number> {
 	}
 	const log = createLogger(config.logLevel)
 	if (command === 'migrate') return runMigrations(config, log)
+	if (command === 'admin create') {
+		if (!values.email) {
+			console.error("latchkey: 'admin create' needs --email\nRun 'latchkey --help' for usage.")
+			return EXIT.usage
+		}
+		const password = values['password-file'] ? await Bun.file(values['password-file']).text() : await Bun.stdin.text()
+		return createAdminCommand(config, log, { email: values.email, name: values.name, password: password.replace(/\r?\n$/, '') })
+	}
 	return serve(config, log)
+}
+
+async function createAdminCommand(config: Config, log: Logger, input: { email: string; name?: string; password: string }) {
+	const database = await openDatabase(config.database)
+	try {
+		await migrate(database.db)
+		const admin = await createAdmin(database.db, new PasswordHasher(config.password), input, config.password.minLength)
+		console.log(`created admin ${admin.email} (${admin.id})`)
+		return EXIT.ok
+	} catch (error) {
+		if (!(error instanceof BootstrapError)) throw error
+		console.error(`latchkey: admin not created: ${error.message}`)
+		return EXIT.failure
+	} finally {
+		await database.close()
+	}
 }
 
 function parseCommandLine(argv: string[]) {
@@ -65,7 +95,13 @@ function parseCommandLine(argv: string[]) {
 		args: argv,
 		allowPositionals: true,
 		strict: true,
-		options: { help: { type: 'boolean', short: 'h' }, version: { type: 'boolean', short: 'v' } },
+		options: {
+			help: { type: 'boolean', short: 'h' },
+			version: { type: 'boolean', short: 'v' },
+			email: { type: 'string' },
+			name: { type: 'string' },
+			'password-file': { type: 'string' },
+		},
 	})
 }
 
@@ -85,6 +121,16 @@ async function serve(config: Config, log: Logger): Promise<number> {
 	log.info({ database: database.description }, `using ${database.description}`)
 	const applied = await migrate(database.db)
 	if (applied.length) log.info({ applied }, 'migrations applied')
+	if (config.bootstrapAdmin) {
+		try {
+			await ensureBootstrapAdmin(database.db, new PasswordHasher(config.password), config.bootstrapAdmin, config.password.minLength, log)
+		} catch (error) {
+			if (!(error instanceof BootstrapError)) throw error
+			console.error(`latchkey: configuration: LATCHKEY_ADMIN_EMAIL: ${error.message}`)
+			await database.close()
+			return EXIT.failure
+		}
+	}
 
 	const keys = await loadTokenKeys(config.jwt, log)
 	const app = createApp({ config, database, keys, log }).listen({

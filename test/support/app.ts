@@ -74,6 +74,8 @@ export async function call<T = any>(
 	if (token) init.headers.authorization = `Bearer ${token}`
 	const response = await app.handle(new Request(`http://localhost${path}`, init))
 	const text = await response.text()
+	// Every response of every test: never a password member, never a hash.
+	expect(text).not.toMatch(/"password(Hash)?"\s*:|\$argon2/)
 	let parsed: unknown = text
 	try {
 		parsed = JSON.parse(text)

@@ -1,0 +1,47 @@
+import { expect } from 'bun:test'
+import { PasswordHasher } from '../../src/modules/auth/password'
+import { createAdmin } from '../../src/modules/users/bootstrap'
+import type { TestApp } from './app'
+
+export const PASSWORD = 'correct horse battery staple'
+
+let counter = 0
+/** A fresh email for each call, so tests never collide on shared data. */
+export const uniqueEmail = (label = 'user') => `${label}-${Date.now().toString(36)}-${(counter++).toString(36)}@example.test`
+
+export interface Account {
+	id: string
+	email: string
+	password: string
+	accessToken: string
+	refreshToken: string
+	sessionId: string
+}
+
+/** Decodes a JWT's payload without verifying it (tests only). */
+export const jwtPayload = (token: string) =>
+	JSON.parse(Buffer.from(token.split('.')[1] ?? '', 'base64url').toString()) as Record<string, unknown>
+export const jwtHeader = (token: string) =>
+	JSON.parse(Buffer.from(token.split('.')[0] ?? '', 'base64url').toString()) as Record<string, unknown>
+
+export async function login(t: TestApp, email: string, password = PASSWORD): Promise<Account> {
+	const res = await t.call('POST', '/api/auth/login', { json: { email, password } })
+	expect(res.status).toBe(200)
+	const { accessToken, refreshToken, user } = res.body.data
+	return { id: user.id, email, password, accessToken, refreshToken, sessionId: String(jwtPayload(accessToken).sid) }
+}
+
+/** Signs up through the API and logs in. */
+export async function signUp(t: TestApp, fields: { email?: string; password?: string; name?: string } = {}): Promise<Account> {
+	const email = fields.email ?? uniqueEmail()
+	const password = fields.password ?? PASSWORD
+	const res = await t.call('POST', '/api/users', { json: { email, password, name: fields.name ?? 'Test User' } })
+	expect(res.status).toBe(201)
+	return login(t, email, password)
+}
+
+/** An admin, created the way an operator would (the bootstrap path), then logged in. */
+export async function signUpAdmin(t: TestApp, email = uniqueEmail('admin')): Promise<Account> {
+	await createAdmin(t.database.handle.db, new PasswordHasher(t.config.password), { email, password: PASSWORD }, t.config.password.minLength)
+	return login(t, email)
+}
