@@ -1,5 +1,6 @@
 import { Type as T, type Static, type TSchema } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
+import { parseTrustedProxies } from '../http/client-ip'
 
 /**
  * Every setting, as it appears in the environment. The schema is the single
@@ -160,6 +161,13 @@ function crossCheck(env: Env): string[] {
 	}
 	if (!env.DATABASE_URL && (env.WORKERS === 'auto' ? navigator.hardwareConcurrency : env.WORKERS) > 1)
 		problems.push('WORKERS: the embedded database belongs to one process; set DATABASE_URL to run more than 1 worker')
+	if (typeof env.TRUST_PROXY === 'string') {
+		try {
+			parseTrustedProxies(env.TRUST_PROXY.split(',').map((entry) => entry.trim()).filter(Boolean))
+		} catch (error) {
+			problems.push((error as Error).message)
+		}
+	}
 	if ((env.LATCHKEY_ADMIN_EMAIL === undefined) !== (env.LATCHKEY_ADMIN_PASSWORD === undefined))
 		problems.push('LATCHKEY_ADMIN_PASSWORD: LATCHKEY_ADMIN_EMAIL and LATCHKEY_ADMIN_PASSWORD go together')
 	return problems

@@ -1,0 +1,127 @@
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { eq } from 'drizzle-orm'
+import { openDatabase } from '../src/db/client'
+import { users } from '../src/db/schema'
+import { createLogger } from '../src/log'
+import { PasswordHasher } from '../src/modules/auth/password'
+import { ensureBootstrapAdmin } from '../src/modules/users/bootstrap'
+import { startTestApp, type TestApp } from './support/app'
+import { login, uniqueEmail } from './support/fixtures'
+
+const ENTRY = join(import.meta.dir, '..', 'src', 'index.ts')
+const ADMIN_PASSWORD = 'bootstrap passphrase 9f3k'
+let folder: string
+
+beforeAll(() => {
+	folder = mkdtempSync(join(tmpdir(), 'latchkey-admin-'))
+})
+afterAll(() => rmSync(folder, { recursive: true, force: true }))
+
+const run = (args: string[], options: { stdin?: string; env?: Record<string, string> } = {}) => {
+	const result = Bun.spawnSync(['bun', ENTRY, ...args], {
+		cwd: folder,
+		env: { PATH: process.env.PATH ?? '', DATA_DIR: join(folder, 'data'), PASSWORD_HASH_MEMORY_KIB: '1024', ...options.env },
+		stdin: options.stdin === undefined ? 'ignore' : Buffer.from(options.stdin),
+	})
+	return { code: result.exitCode, out: result.stdout.toString() + result.stderr.toString() }
+}
+
+describe('latchkey admin create', () => {
+	test('creates an admin from a password on standard input, and never prints it', async () => {
+		const created = run(['admin', 'create', '--email', 'Root@Example.test', '--name', 'Root'], { stdin: `${ADMIN_PASSWORD}\n` })
+		expect(created).toEqual({ code: 0, out: expect.stringContaining('created admin root@example.test') })
+		expect(created.out).not.toContain(ADMIN_PASSWORD)
+
+		const fromFile = join(folder, 'password.txt')
+		writeFileSync(fromFile, `${ADMIN_PASSWORD}-two\n`)
+		const second = run(['admin', 'create', '--email', 'second@example.test', '--password-file', fromFile])
+		expect(second.code).toBe(0)
+
+		const database = await openDatabase({ kind: 'pglite', dataDir: join(folder, 'data') })
+		try {
+			const rows = await database.db.select({ email: users.email, role: users.role, name: users.name }).from(users)
+			expect(rows).toEqual([
+				{ email: 'root@example.test', role: 'admin', name: 'Root' },
+				{ email: 'second@example.test', role: 'admin', name: '' },
+			])
+			const [root] = await database.db.select().from(users).where(eq(users.email, 'root@example.test'))
+			expect(await Bun.password.verify(ADMIN_PASSWORD, root?.passwordHash ?? '')).toBe(true)
+		} finally {
+			await database.close()
+		}
+	})
+
+	test('refuses a taken email and a weak password with exit code 1, and a missing --email with 2', () => {
+		expect(run(['admin', 'create', '--email', 'root@example.test'], { stdin: 'another passphrase 123' })).toEqual({
+			code: 1,
+			out: 'latchkey: admin not created: an account with the email root@example.test already exists\n',
+		})
+		expect(run(['admin', 'create', '--email', 'weak@example.test'], { stdin: 'password1' }).code).toBe(1)
+		expect(run(['admin', 'create'], { stdin: ADMIN_PASSWORD }).code).toBe(2)
+	})
+})
+
+describe('LATCHKEY_ADMIN_EMAIL and LATCHKEY_ADMIN_PASSWORD', () => {
+	let t: TestApp
+	beforeAll(async () => {
+		t = await startTestApp()
+	})
+	afterAll(() => t.close())
+
+	const bootstrap = (email: string) =>
+		ensureBootstrapAdmin(
+			t.database.handle.db,
+			new PasswordHasher(t.config.password),
+			{ email, password: ADMIN_PASSWORD },
+			t.config.password.minLength,
+			createLogger('silent'),
+		)
+
+	test('create the first admin when there is none, and nothing once one exists', async () => {
+		const first = uniqueEmail('first-admin')
+		await Promise.all([bootstrap(first), bootstrap(first)])
+		const admin = await login(t, first, ADMIN_PASSWORD)
+		expect((await t.call('GET', '/api/users?role=admin', { token: admin.accessToken })).body.data.items).toHaveLength(1)
+
+		await bootstrap(uniqueEmail('later-admin'))
+		expect((await t.call('GET', '/api/users?role=admin', { token: admin.accessToken })).body.data.items).toHaveLength(1)
+	})
+
+	test('are applied when the service starts, without logging the password', async () => {
+		const child = Bun.spawn(['bun', ENTRY], {
+			cwd: folder,
+			env: {
+				PATH: process.env.PATH ?? '',
+				DATA_DIR: join(folder, 'serve-data'),
+				PORT: '0',
+				HOST: '127.0.0.1',
+				PASSWORD_HASH_MEMORY_KIB: '1024',
+				LATCHKEY_ADMIN_EMAIL: 'ops@example.test',
+				LATCHKEY_ADMIN_PASSWORD: ADMIN_PASSWORD,
+			},
+			stdout: 'pipe',
+			stderr: 'pipe',
+		})
+		const reader = (child.stdout as ReadableStream<Uint8Array>).getReader()
+		let output = ''
+		while (!output.includes('listening on')) {
+			const { value, done } = await reader.read()
+			if (done) break
+			output += new TextDecoder().decode(value)
+		}
+		child.kill('SIGTERM')
+		await child.exited
+		expect(output).toContain('created the first admin from LATCHKEY_ADMIN_EMAIL')
+		expect(output).not.toContain(ADMIN_PASSWORD)
+		const database = await openDatabase({ kind: 'pglite', dataDir: join(folder, 'serve-data') })
+		try {
+			const rows = await database.db.select({ email: users.email, role: users.role }).from(users)
+			expect(rows).toEqual([{ email: 'ops@example.test', role: 'admin' }])
+		} finally {
+			await database.close()
+		}
+	})
+})

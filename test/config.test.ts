@@ -1,0 +1,111 @@
+import { describe, expect, test } from 'bun:test'
+import { join } from 'node:path'
+import { ConfigError, EnvSchema, loadConfig } from '../src/config/env'
+
+const problemsOf = (env: Record<string, string>) => {
+	try {
+		loadConfig(env)
+	} catch (error) {
+		if (error instanceof ConfigError) return error.problems
+		throw error
+	}
+	return []
+}
+
+describe('configuration', () => {
+	test('an empty environment gives the documented defaults', () => {
+		const config = loadConfig({})
+		expect(config.port).toBe(3000)
+		expect(config.host).toBe('0.0.0.0')
+		expect(config.database).toEqual({ kind: 'pglite', dataDir: './data' })
+		expect(config.jwt).toMatchObject({ algorithm: 'HS256', issuer: 'latchkey', audience: 'latchkey', accessTtlSeconds: 900 })
+		expect(config.jwt.refreshTtlSeconds).toBe(2_592_000)
+		expect(config.jwt.reuseGraceSeconds).toBe(10)
+		expect(config.rateLimit).toMatchObject({ max: 300, authMax: 10, windowSeconds: 60 })
+		expect(config.lockout).toEqual({ threshold: 5, windowSeconds: 900, lockSeconds: 900 })
+		expect(config.bodyLimitBytes).toBe(65_536)
+		expect(config.cors.origins).toEqual(['*'])
+		expect(config.docsEnabled).toBe(true)
+		expect(config.signupEnabled).toBe(true)
+		expect(config.password.minLength).toBe(8)
+	})
+
+	test('DATABASE_URL selects PostgreSQL with the pool size', () => {
+		const config = loadConfig({ DATABASE_URL: 'postgres://u@db:5432/app', DATABASE_POOL_MAX: '4' })
+		expect(config.database).toEqual({ kind: 'postgres', url: 'postgres://u@db:5432/app', poolMax: 4 })
+	})
+
+	test('every bad value is reported, one line each, naming the variable and what it expects', () => {
+		expect(
+			problemsOf({ PORT: 'eighty', SIGNUP_ENABLED: 'maybe', RATE_LIMIT_MAX: '-1', ACCESS_TOKEN_TTL_SECONDS: '0', LOG_LEVEL: 'loud' }),
+		).toEqual([
+			'PORT: expected a whole number from 0 to 65535 (got "eighty")',
+			'ACCESS_TOKEN_TTL_SECONDS: expected a whole number of at least 1 (got "0")',
+			'SIGNUP_ENABLED: expected true or false (got "maybe")',
+			'RATE_LIMIT_MAX: expected a whole number of at least 0 (got "-1")',
+			'LOG_LEVEL: expected "debug" or "info" or "warn" or "error" or "silent" (got "loud")',
+		])
+	})
+
+	test('fractions are not silently truncated', () => {
+		expect(problemsOf({ PORT: '3000.5' })).toEqual(['PORT: expected a whole number from 0 to 65535 (got "3000.5")'])
+	})
+
+	test('zero turns off the limits and the lockout but not lifetimes', () => {
+		expect(loadConfig({ RATE_LIMIT_MAX: '0', AUTH_RATE_LIMIT_MAX: '0', LOCKOUT_THRESHOLD: '0', REFRESH_REUSE_GRACE_SECONDS: '0' }).rateLimit.max).toBe(0)
+		for (const name of ['REFRESH_TOKEN_TTL_SECONDS', 'LOCKOUT_SECONDS', 'LOCKOUT_WINDOW_SECONDS', 'PASSWORD_MIN_LENGTH', 'BODY_LIMIT_BYTES', 'RATE_LIMIT_WINDOW_SECONDS'])
+			expect(problemsOf({ [name]: '0' })[0]).toStartWith(`${name}: expected a whole number`)
+	})
+
+	test('a short JWT_SECRET is refused, and its value is never echoed', () => {
+		const problems = problemsOf({ JWT_SECRET: 'too-short-secret' })
+		expect(problems).toEqual(['JWT_SECRET: expected at least 32 bytes'])
+		expect(problems.join()).not.toContain('too-short-secret')
+	})
+
+	test('production requires JWT_SECRET', () => {
+		expect(problemsOf({ NODE_ENV: 'production' })).toEqual(['JWT_SECRET: required when NODE_ENV=production (at least 32 bytes)'])
+	})
+
+	test('production turns the docs off and allows no cross-origin callers unless configured', () => {
+		const config = loadConfig({ NODE_ENV: 'production', JWT_SECRET: 'x'.repeat(32) })
+		expect(config.docsEnabled).toBe(false)
+		expect(config.cors.origins).toEqual([])
+		expect(loadConfig({ NODE_ENV: 'production', JWT_SECRET: 'x'.repeat(32), DOCS_ENABLED: 'true' }).docsEnabled).toBe(true)
+	})
+
+	test('more than one worker needs PostgreSQL', () => {
+		expect(problemsOf({ WORKERS: '2' })[0]).toStartWith('WORKERS: the embedded database belongs to one process')
+		expect(loadConfig({ WORKERS: '2', DATABASE_URL: 'postgres://db/app' }).workers).toBe(2)
+	})
+
+	test('a TRUST_PROXY entry that is not an address or range is refused', () => {
+		expect(problemsOf({ TRUST_PROXY: '10.0.0.0/8, not-an-ip' })).toEqual(['TRUST_PROXY: "not-an-ip" is not an IP address or CIDR range'])
+	})
+
+	test('empty values count as unset', () => {
+		expect(loadConfig({ PORT: '', DATA_DIR: '  ' }).port).toBe(3000)
+	})
+
+	test('the schema documents every setting', () => {
+		for (const [name, schema] of Object.entries(EnvSchema.properties))
+			expect({ name, documented: typeof (schema as { description?: unknown }).description === 'string' }).toEqual({ name, documented: true })
+	})
+
+	test('the service refuses to start on bad configuration: exit code 1 and a line per problem', () => {
+		const run = Bun.spawnSync(['bun', join(import.meta.dir, '..', 'src', 'index.ts')], {
+			env: { PATH: process.env.PATH ?? '', PORT: 'x', NODE_ENV: 'production' },
+		})
+		expect(run.exitCode).toBe(1)
+		expect(run.stderr.toString().trim().split('\n')).toEqual([
+			'latchkey: configuration: PORT: expected a whole number from 0 to 65535 (got "x")',
+			'latchkey: configuration: JWT_SECRET: required when NODE_ENV=production (at least 32 bytes)',
+		])
+	})
+
+	test('an unknown command is a usage error: exit code 2', () => {
+		const run = Bun.spawnSync(['bun', join(import.meta.dir, '..', 'src', 'index.ts'), 'frobnicate'])
+		expect(run.exitCode).toBe(2)
+		expect(run.stderr.toString()).toContain("unknown command 'frobnicate'")
+	})
+})

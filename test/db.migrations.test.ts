@@ -1,0 +1,64 @@
+import { describe, expect, test } from 'bun:test'
+import { readdirSync } from 'node:fs'
+import { join } from 'node:path'
+import { sql } from 'drizzle-orm'
+import journal from '../drizzle/meta/_journal.json'
+import { openDatabase } from '../src/db/client'
+import { bundledMigrations, migrate } from '../src/db/migrate'
+import { createTestDatabase, TEST_DATABASE_URL } from './support/database'
+
+const rowsOf = (result: unknown) => ((result as { rows?: unknown[] }).rows ?? (result as unknown[])) as Record<string, unknown>[]
+
+describe('migrations', () => {
+	test('every migration drizzle-kit wrote is bundled into the binary', () => {
+		const files = readdirSync(join(import.meta.dir, '..', 'drizzle')).filter((name) => name.endsWith('.sql'))
+		expect(bundledMigrations().map((m) => `${m.tag}.sql`)).toEqual(files.sort())
+		expect(bundledMigrations().map((m) => m.tag)).toEqual(journal.entries.map((entry) => entry.tag))
+	})
+
+	test('a migrated database records each migration once, and migrating again applies nothing', async () => {
+		const database = await createTestDatabase()
+		try {
+			expect(await migrate(database.handle.db)).toEqual([])
+			const recorded = rowsOf(await database.handle.db.execute(sql`select hash from drizzle.__drizzle_migrations order by created_at`))
+			expect(recorded.map((row) => row.hash)).toEqual(bundledMigrations().map((m) => m.hash))
+		} finally {
+			await database.drop()
+		}
+	})
+
+	test('the database enforces normalised, unique emails itself', async () => {
+		const database = await createTestDatabase()
+		try {
+			const insert = async (email: string) => {
+				await database.handle.db.execute(
+					sql`insert into users (id, email, password_hash) values (${Bun.randomUUIDv7()}, ${email}, 'x')`,
+				)
+			}
+			await insert('same@example.test')
+			await expect(insert('same@example.test')).rejects.toThrow()
+			await expect(insert('Upper@Example.test')).rejects.toThrow()
+			await expect(insert(' padded@example.test')).rejects.toThrow()
+		} finally {
+			await database.drop()
+		}
+	})
+
+	if (TEST_DATABASE_URL) {
+		test('instances migrating the same empty database at once do not collide', async () => {
+			const empty = await createTestDatabase()
+			const url = empty.url ?? ''
+			await empty.handle.db.execute(sql`drop schema public cascade`)
+			await empty.handle.db.execute(sql`create schema public`)
+			await empty.handle.db.execute(sql`drop schema drizzle cascade`)
+			const handles = await Promise.all([1, 2, 3].map(() => openDatabase({ kind: 'postgres', url, poolMax: 2 })))
+			try {
+				const applied = await Promise.all(handles.map((handle) => migrate(handle.db)))
+				expect(applied.filter((tags) => tags.length > 0)).toEqual([bundledMigrations().map((m) => m.tag)])
+			} finally {
+				await Promise.all(handles.map((handle) => handle.close()))
+				await empty.drop()
+			}
+		})
+	}
+})

@@ -1,0 +1,70 @@
+import { describe, expect, test } from 'bun:test'
+import { openDatabase } from '../src/db/client'
+import { problem, startTestApp } from './support/app'
+import { TEST_DATABASE_URL, createTestDatabase } from './support/database'
+import { PASSWORD, uniqueEmail } from './support/fixtures'
+import { TcpProxy } from './support/tcp-proxy'
+
+/** A port on which nothing listens: bind one, note it, close it. */
+function closedPort(): number {
+	const listener = Bun.listen({ hostname: '127.0.0.1', port: 0, socket: { data() {} } })
+	const { port } = listener
+	listener.stop(true)
+	return port
+}
+
+const unavailable = (instance: string) =>
+	problem('service-unavailable', 503, instance, 'The database is unreachable; try again shortly')
+
+describe('when the database is unreachable', () => {
+	test('readiness is 503 and requests that need the database get 503 problem+json, promptly', async () => {
+		const handle = await openDatabase({ kind: 'postgres', url: `postgres://postgres@127.0.0.1:${closedPort()}/none`, poolMax: 2 })
+		const t = await startTestApp({}, { handle, drop: () => handle.close() })
+		try {
+			const ready = await t.call('GET', '/api/health/ready')
+			expect(ready.status).toBe(503)
+			expect(ready.body).toEqual(problem('service-unavailable', 503, '/api/health/ready', 'The database does not answer'))
+
+			const live = await t.call('GET', '/api/health')
+			expect(live.status).toBe(200)
+
+			const login = await t.call('POST', '/api/auth/login', { json: { email: 'a@example.test', password: PASSWORD } })
+			expect(login.status).toBe(503)
+			expect(login.body).toEqual(unavailable('/api/auth/login'))
+			expect(login.headers.get('retry-after')).toBe('5')
+			expect(login.text).not.toContain('ECONNREFUSED')
+		} finally {
+			await handle.close()
+		}
+	})
+
+	if (TEST_DATABASE_URL) {
+		test('the service recovers by itself when the database is back, and acknowledged writes are kept', async () => {
+			const database = await createTestDatabase()
+			const target = new URL(database.url ?? '')
+			const proxy = new TcpProxy({ hostname: target.hostname, port: Number(target.port) }).start()
+			const viaProxy = new URL(target)
+			viaProxy.port = String(proxy.port)
+			const handle = await openDatabase({ kind: 'postgres', url: viaProxy.toString(), poolMax: 4 })
+			const t = await startTestApp({}, { handle, drop: () => handle.close() })
+			try {
+				const before = uniqueEmail('before')
+				expect((await t.call('POST', '/api/users', { json: { email: before, password: PASSWORD } })).status).toBe(201)
+
+				proxy.cut()
+				const down = await t.call('POST', '/api/users', { json: { email: uniqueEmail('down'), password: PASSWORD } })
+				expect(down.status).toBe(503)
+				expect((await t.call('GET', '/api/health/ready')).status).toBe(503)
+
+				proxy.start()
+				expect((await t.call('GET', '/api/health/ready')).status).toBe(200)
+				const after = await t.call('POST', '/api/auth/login', { json: { email: before, password: PASSWORD } })
+				expect(after.status).toBe(200)
+			} finally {
+				proxy.cut()
+				await handle.close()
+				await database.drop()
+			}
+		})
+	}
+})
