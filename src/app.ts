@@ -6,11 +6,14 @@ import type { Config } from './config/env'
 import type { DatabaseHandle } from './db/client'
 import { authGuard } from './http/auth'
 import { clientAddressResolver } from './http/client-ip'
+import { createCounterStore, type CounterStore } from './http/counters'
+import { rateLimits } from './http/rate-limit'
 import { problemHandler, type RouteTable } from './http/problem'
 import { security } from './http/security'
 import type { Logger } from './log'
 import { authModule } from './modules/auth'
 import type { TokenKeys } from './modules/auth/keys'
+import { LoginLockout } from './modules/auth/lockout'
 import { PasswordHasher } from './modules/auth/password'
 import { AuthService } from './modules/auth/service'
 import { health } from './modules/health'
@@ -23,6 +26,8 @@ export interface AppDeps {
 	database: DatabaseHandle
 	keys: TokenKeys
 	log: Logger
+	/** Rate-limit and lockout counters; made from config when not given. */
+	counters?: CounterStore
 }
 
 export const DOCS_PATH = '/api/docs'
@@ -53,7 +58,8 @@ function corsFor(origins: string[]) {
 }
 
 /** The whole service as an Elysia app; `index.ts` listens, tests call `app.handle`. */
-export function createApp({ config, database, keys, log }: AppDeps) {
+export function createApp({ config, database, keys, log, counters }: AppDeps) {
+	const store = counters ?? createCounterStore(config.rateLimit.redisUrl, log)
 	const routeTable: RouteTable = { routes: [] }
 	const { db } = database
 	const hasher = new PasswordHasher(config.password)
@@ -66,6 +72,7 @@ export function createApp({ config, database, keys, log }: AppDeps) {
 	const auth = new AuthService({
 		db,
 		hasher,
+		lockout: new LoginLockout(store, config.lockout),
 		refreshTtlSeconds: config.jwt.refreshTtlSeconds,
 		reuseGraceSeconds: config.jwt.reuseGraceSeconds,
 	})
@@ -83,7 +90,9 @@ export function createApp({ config, database, keys, log }: AppDeps) {
 		// CORS first, so that even a refused request carries the headers a browser needs to read the problem.
 		.use(corsFor(config.cors.origins))
 		.use(security({ bodyLimitBytes: config.bodyLimitBytes, htmlPaths: new Set([DOCS_PATH]) }))
-		.use(problemHandler(log, routeTable))
+		.use(problemHandler(log, routeTable, config.rateLimit.windowSeconds))
+		.use(rateLimits({ config: config.rateLimit, store, clientAddress }))
+		.onStop(() => store.close())
 		.use(
 			config.docsEnabled
 				? swagger({

@@ -1,6 +1,7 @@
 import { Elysia, t, ValidationError } from 'elysia'
 import type { Logger } from '../log'
 import { isDatabaseUnavailable } from '../db/client'
+import { addDraftFields } from './rate-limit'
 
 /** Problem types are stable URIs: the same for a kind of problem on every route and deployment. */
 export const PROBLEM_TYPE_BASE = 'https://latchkey.dev/problems/'
@@ -211,7 +212,7 @@ export function allowedMethods(table: RouteTable, path: string): string[] {
  * leaves as problem+json. Anything unexpected is logged in full and answered
  * with nothing but the request id.
  */
-export const problemHandler = (log: Logger, table: RouteTable) =>
+export const problemHandler = (log: Logger, table: RouteTable, windowSeconds: number) =>
 	new Elysia({ name: 'problems' }).onError({ as: 'global' }, ({ code, error, request, set, path }) => {
 		const requestId = String(set.headers['x-request-id'] ?? '')
 		let kind: ProblemKind = 'internal-error'
@@ -225,6 +226,9 @@ export const problemHandler = (log: Logger, table: RouteTable) =>
 			detail = appError.detail
 			errors = appError.options.errors ?? []
 			headers = appError.options.headers ?? {}
+		} else if (code === 'VALIDATION' && error instanceof ValidationError && error.type === 'response') {
+			// A response that breaks its own schema is our bug, not the client's.
+			log.error({ requestId, err: { name: 'ResponseValidation', message: error.valueError?.message } }, 'response failed its schema')
 		} else if (code === 'VALIDATION' && error instanceof ValidationError) {
 			errors = fieldErrors(error)
 			kind = 'validation-error'
@@ -254,6 +258,7 @@ export const problemHandler = (log: Logger, table: RouteTable) =>
 		set.status = body.status
 		set.headers['content-type'] = 'application/problem+json'
 		Object.assign(set.headers, headers)
+		addDraftFields(set.headers, windowSeconds)
 		if (body.status === 401 && !set.headers['www-authenticate']) set.headers['www-authenticate'] = 'Bearer realm="latchkey"'
 		return kind === 'internal-error' ? { ...body, requestId } : body
 	})

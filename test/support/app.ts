@@ -1,5 +1,5 @@
 import { expect } from 'bun:test'
-import { createApp, type App } from '../../src/app'
+import { createApp, type App, type AppDeps } from '../../src/app'
 import { loadConfig, type Config } from '../../src/config/env'
 import { createLogger } from '../../src/log'
 import { loadTokenKeys, type TokenKeys } from '../../src/modules/auth/keys'
@@ -42,13 +42,17 @@ export interface TestApp {
 	close(): Promise<void>
 }
 
-export async function startTestApp(env: Record<string, string> = {}, database?: TestDatabase): Promise<TestApp> {
+export async function startTestApp(
+	env: Record<string, string> = {},
+	database?: TestDatabase,
+	extra: Pick<AppDeps, 'counters'> = {},
+): Promise<TestApp> {
 	const db = database ?? (await createTestDatabase())
 	const config = loadConfig({ ...TEST_ENV, ...env })
 	const logs: string[] = []
 	const log = createLogger(config.logLevel, { write: (line: string) => void logs.push(line) })
 	const keys = await loadTokenKeys(config.jwt, log)
-	const app = createApp({ config, database: db.handle, keys, log })
+	const app = createApp({ config, database: db.handle, keys, log, ...extra })
 	return {
 		app,
 		config,

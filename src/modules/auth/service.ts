@@ -3,6 +3,7 @@ import type { Database } from '../../db/client'
 import { refreshTokens, sessions, users, type UserRow } from '../../db/schema'
 import { AppError } from '../../http/problem'
 import { normalizeEmail } from '../users/service'
+import type { LoginLockout } from './lockout'
 import type { PasswordHasher } from './password'
 import { issueTokenPair, revokeUserSessions, startSession, type Caller, type ClientInfo } from './sessions'
 import { hashRefreshToken } from './tokens'
@@ -10,6 +11,7 @@ import { hashRefreshToken } from './tokens'
 export interface AuthServiceDeps {
 	db: Database
 	hasher: PasswordHasher
+	lockout: LoginLockout
 	refreshTtlSeconds: number
 	reuseGraceSeconds: number
 }
@@ -41,10 +43,17 @@ export class AuthService {
 	 * argon2 verification and end in the same error.
 	 */
 	async login(email: string, password: string, client: ClientInfo): Promise<IssuedSession> {
-		const [user] = await this.deps.db.select().from(users).where(eq(users.email, normalizeEmail(email)))
-		if (!user) throw (await this.deps.hasher.verifyAgainstDummy(password), invalidCredentials())
-		const valid = await this.deps.hasher.verify(password, user.passwordHash)
-		if (!valid || user.status !== 'active') throw invalidCredentials()
+		const normalized = normalizeEmail(email)
+		await this.deps.lockout.assertNotLocked(normalized)
+		const [user] = await this.deps.db.select().from(users).where(eq(users.email, normalized))
+		const valid = user
+			? await this.deps.hasher.verify(password, user.passwordHash)
+			: await this.deps.hasher.verifyAgainstDummy(password)
+		if (!user || !valid || user.status !== 'active') {
+			await this.deps.lockout.recordFailure(normalized)
+			throw invalidCredentials()
+		}
+		await this.deps.lockout.recordSuccess(normalized)
 		if (this.deps.hasher.needsRehash(user.passwordHash)) await this.upgradeHash(user.id, password)
 		const started = await this.deps.db.transaction((tx) => startSession(tx, user.id, client, this.deps.refreshTtlSeconds))
 		return { user, sessionId: started.session.id, refreshToken: started.refreshToken, accessTokenId: started.accessTokenId }
