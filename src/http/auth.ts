@@ -45,7 +45,8 @@ export const authGuard = ({ db, keys, jwt }: AuthGuardDeps) => {
 
 	/** The caller behind the request's bearer token; undefined when none was sent. */
 	const authenticate = async (authorization: string | undefined, verifier: Verifier): Promise<Caller | undefined> => {
-		if (authorization === undefined) return undefined
+		// No Bearer credentials at all (none, "Basic …", a bare "Bearer") is not a refused token (RFC 6750 §3.1).
+		if (authorization === undefined || !/^Bearer\s+\S/i.test(authorization)) return undefined
 		const token = bearerToken(authorization)
 		if (!token) throw refusedToken()
 		const claims = await verifier.verify(token, options)

@@ -1,0 +1,104 @@
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { createClient, type LatchkeyClient } from '../src/client'
+import { startTestApp, type TestApp } from './support/app'
+import { jwtPayload, PASSWORD, uniqueEmail } from './support/fixtures'
+
+let t: TestApp
+let api: LatchkeyClient
+beforeAll(async () => {
+	t = await startTestApp()
+	t.app.listen({ port: 0, hostname: '127.0.0.1' })
+	api = createClient(`http://127.0.0.1:${t.app.server!.port}`)
+})
+afterAll(async () => {
+	await t?.app.stop()
+	await t?.close()
+})
+
+const bearer = (token: string) => ({ headers: { authorization: `Bearer ${token}` } })
+
+describe('the Eden Treaty client against a listening server', () => {
+	test('drives sign-up, login, reading and updating self, refresh and logout, all typed', async () => {
+		const email = uniqueEmail('eden')
+
+		// Sign up.
+		const signedUp = await api.api.users.post({ email, password: PASSWORD, name: 'Eden Client' })
+		expect(signedUp.error).toBeNull()
+		expect(signedUp.status).toBe(201)
+		expect(signedUp.response.headers.get('location')).toBe(`/api/users/${signedUp.data?.data.id}`)
+		const userId = signedUp.data!.data.id
+		expect(signedUp.data!.data).toMatchObject({ email, name: 'Eden Client', role: 'user', status: 'active' })
+		expect(signedUp.data!.message).toBe('User created')
+
+		// Log in.
+		const loggedIn = await api.api.auth.login.post({ email: email.toUpperCase(), password: PASSWORD })
+		expect(loggedIn.error).toBeNull()
+		expect(loggedIn.status).toBe(200)
+		const tokens = loggedIn.data!.data
+		expect(tokens.tokenType).toBe('Bearer')
+		expect(tokens.expiresIn).toBe(900)
+		expect(tokens.user.id).toBe(userId)
+		expect(jwtPayload(tokens.accessToken).sub).toBe(userId)
+
+		// Read self.
+		const self = await api.api.users({ id: 'me' }).get(bearer(tokens.accessToken))
+		expect(self.error).toBeNull()
+		expect(self.status).toBe(200)
+		expect(self.data!.data.id).toBe(userId)
+		expect(self.data!.data.email).toBe(email)
+
+		// Update the name (PUT replaces the editable representation).
+		const updated = await api.api.users({ id: 'me' }).put({ email, name: 'Ada via Eden' }, bearer(tokens.accessToken))
+		expect(updated.error).toBeNull()
+		expect(updated.status).toBe(200)
+		expect(updated.data!.data.name).toBe('Ada via Eden')
+		expect(updated.data!.message).toBe('User updated')
+		const reread = await api.api.users({ id: userId }).get(bearer(tokens.accessToken))
+		expect(reread.data!.data.name).toBe('Ada via Eden')
+
+		// Refresh: a new pair for the same session.
+		const refreshed = await api.api.auth.refresh.post({ refreshToken: tokens.refreshToken })
+		expect(refreshed.error).toBeNull()
+		expect(refreshed.status).toBe(200)
+		const renewed = refreshed.data!.data
+		expect(renewed.refreshToken).not.toBe(tokens.refreshToken)
+		expect(jwtPayload(renewed.accessToken).sid).toBe(jwtPayload(tokens.accessToken).sid)
+		expect(renewed.user.name).toBe('Ada via Eden')
+
+		// Log out this session.
+		const loggedOut = await api.api.auth.logout.post({ scope: 'local' }, bearer(renewed.accessToken))
+		expect(loggedOut.error).toBeNull()
+		expect(loggedOut.status).toBe(200)
+		expect(loggedOut.data).toEqual({ data: null, message: 'Logged out', errors: [] })
+
+		// The session's access tokens are refused from now on, as is its refresh token.
+		for (const accessToken of [renewed.accessToken, tokens.accessToken]) {
+			const refused = await api.api.users({ id: 'me' }).get(bearer(accessToken))
+			expect(refused.data).toBeNull()
+			expect(refused.status).toBe(401)
+			expect(refused.error?.status).toBe(401)
+			expect(refused.response.headers.get('www-authenticate')).toBe('Bearer realm="latchkey", error="invalid_token"')
+			expect(refused.error?.value).toMatchObject({
+				type: 'https://latchkey.dev/problems/invalid-token',
+				status: 401,
+				data: null,
+				errors: [],
+			})
+		}
+		const stale = await api.api.auth.refresh.post({ refreshToken: renewed.refreshToken })
+		expect(stale.status).toBe(401)
+	})
+
+	test('a wrong password comes back as a typed 401 error', async () => {
+		const res = await api.api.auth.login.post({ email: uniqueEmail('nobody'), password: PASSWORD })
+		expect(res.data).toBeNull()
+		expect(res.status).toBe(401)
+		expect(res.error?.status).toBe(401)
+		expect(res.error?.value).toMatchObject({
+			type: 'https://latchkey.dev/problems/invalid-credentials',
+			status: 401,
+			detail: 'The email or password is incorrect',
+			instance: '/api/auth/login',
+		})
+	})
+})
