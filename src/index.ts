@@ -6,7 +6,7 @@ import { ConfigError, EnvSchema, loadConfig, type Config } from './config/env'
 import { openDatabase } from './db/client'
 import { migrate } from './db/migrate'
 import { createLogger, type Logger } from './log'
-import { loadTokenKeys } from './modules/auth/keys'
+import { KeyConfigError, loadTokenKeys, type TokenKeys } from './modules/auth/keys'
 import { PasswordHasher } from './modules/auth/password'
 import { BootstrapError, createAdmin, ensureBootstrapAdmin } from './modules/users/bootstrap'
 
@@ -117,6 +117,14 @@ async function runMigrations(config: Config, log: Logger): Promise<number> {
 }
 
 async function serve(config: Config, log: Logger): Promise<number> {
+	let keys: TokenKeys
+	try {
+		keys = await loadTokenKeys(config.jwt, log)
+	} catch (error) {
+		if (!(error instanceof KeyConfigError)) throw error
+		console.error(`latchkey: configuration: ${error.message}`)
+		return EXIT.failure
+	}
 	const database = await openDatabase(config.database)
 	log.info({ database: database.description }, `using ${database.description}`)
 	const applied = await migrate(database.db)
@@ -132,7 +140,6 @@ async function serve(config: Config, log: Logger): Promise<number> {
 		}
 	}
 
-	const keys = await loadTokenKeys(config.jwt, log)
 	const app = createApp({ config, database, keys, log }).listen({
 		port: config.port,
 		hostname: config.host,

@@ -36,6 +36,10 @@ export const EnvSchema = T.Object({
 	),
 	JWT_PRIVATE_KEY: T.Optional(T.String({ description: 'PEM private key for EdDSA/ES256' })),
 	JWT_PRIVATE_KEY_FILE: T.Optional(T.String({ description: 'path of a PEM private key for EdDSA/ES256' })),
+	JWT_PREVIOUS_PUBLIC_KEYS: T.Optional(
+		T.String({ description: 'PEM public key(s) of retired signing keys, still accepted and published until their tokens expire' }),
+	),
+	JWT_PREVIOUS_PUBLIC_KEYS_FILE: T.Optional(T.String({ description: 'path of a file holding those PEM public keys' })),
 	JWT_ISSUER: T.String({ minLength: 1, default: 'latchkey', description: '`iss` of access tokens' }),
 	JWT_AUDIENCE: T.String({ minLength: 1, default: 'latchkey', description: '`aud` of access tokens' }),
 	ACCESS_TOKEN_TTL_SECONDS: positive(900, 'access token lifetime'),
@@ -85,7 +89,7 @@ export class ConfigError extends Error {
 	}
 }
 
-const SECRET_NAMES = new Set(['JWT_SECRET', 'JWT_PRIVATE_KEY', 'LATCHKEY_ADMIN_PASSWORD', 'DATABASE_URL', 'REDIS_URL'])
+const SECRET_NAMES = new Set(['JWT_SECRET', 'JWT_PRIVATE_KEY', 'JWT_PREVIOUS_PUBLIC_KEYS', 'LATCHKEY_ADMIN_PASSWORD', 'DATABASE_URL', 'REDIS_URL'])
 
 /** What a schema expects, in words, for the start-up error line. */
 function expectation(schema: TSchema): string {
@@ -197,6 +201,8 @@ function toConfig(env: Env) {
 			secret: env.JWT_SECRET,
 			privateKeyPem: env.JWT_PRIVATE_KEY,
 			privateKeyFile: env.JWT_PRIVATE_KEY_FILE,
+			previousPublicKeys: env.JWT_PREVIOUS_PUBLIC_KEYS,
+			previousPublicKeysFile: env.JWT_PREVIOUS_PUBLIC_KEYS_FILE,
 			issuer: env.JWT_ISSUER,
 			audience: env.JWT_AUDIENCE,
 			accessTtlSeconds: env.ACCESS_TOKEN_TTL_SECONDS,

@@ -33,7 +33,15 @@ export const accessTokens = (keys: TokenKeys, settings: Config['jwt']) =>
 				exp: `${settings.accessTtlSeconds}s`,
 			}),
 		)
-		.use(jwt({ name: 'accessTokenVerifier', secret: keys.verificationKey, alg: keys.algorithm }))
+		.use(
+			jwt({
+				name: 'accessTokenVerifier',
+				// The plugin hands this to jose's jwtVerify, which also takes a key lookup by `kid`;
+				// the plugin's type just does not say so.
+				secret: keys.verificationKey as Uint8Array | CryptoKey,
+				alg: keys.algorithm,
+			}),
+		)
 		.as('scoped')
 
 export const verifyOptions = (keys: TokenKeys, settings: Config['jwt']) => ({
