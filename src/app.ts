@@ -11,6 +11,8 @@ import { rateLimits } from './http/rate-limit'
 import { problemHandler, type RouteTable } from './http/problem'
 import { security } from './http/security'
 import type { Logger } from './log'
+import { auditModule } from './modules/audit'
+import { AuditLog } from './modules/audit/service'
 import { authModule } from './modules/auth'
 import type { TokenKeys } from './modules/auth/keys'
 import { LoginLockout } from './modules/auth/lockout'
@@ -63,14 +65,17 @@ export function createApp({ config, database, keys, log, counters }: AppDeps) {
 	const routeTable: RouteTable = { routes: [] }
 	const { db } = database
 	const hasher = new PasswordHasher(config.password)
+	const audit = new AuditLog(db, log)
 	const users = new UsersService({
 		db,
+		audit,
 		hasher,
 		passwordMinLength: config.password.minLength,
 		signupEnabled: config.signupEnabled,
 	})
 	const auth = new AuthService({
 		db,
+		audit,
 		hasher,
 		lockout: new LoginLockout(store, config.lockout),
 		refreshTtlSeconds: config.jwt.refreshTtlSeconds,
@@ -83,8 +88,9 @@ export function createApp({ config, database, keys, log, counters }: AppDeps) {
 	const api = new Elysia({ name: 'api', prefix: '/api', normalize: false })
 		.use(health(database))
 		.use(jwks(keys))
-		.use(usersModule({ users, guard, db }))
+		.use(usersModule({ users, guard, db, audit, clientAddress }))
 		.use(authModule({ auth, guard, clientAddress, jwt: config.jwt }))
+		.use(auditModule({ audit, guard }))
 
 	const app = new Elysia({ name: 'latchkey', normalize: false })
 		// CORS first, so that even a refused request carries the headers a browser needs to read the problem.

@@ -20,24 +20,27 @@ beforeAll(() => {
 })
 afterAll(() => rmSync(folder, { recursive: true, force: true }))
 
-const run = (args: string[], options: { stdin?: string; env?: Record<string, string> } = {}) => {
-	const result = Bun.spawnSync(['bun', ENTRY, ...args], {
+const run = async (args: string[], options: { stdin?: string; env?: Record<string, string> } = {}) => {
+	const child = Bun.spawn(['bun', ENTRY, ...args], {
 		cwd: folder,
 		env: { PATH: process.env.PATH ?? '', DATA_DIR: join(folder, 'data'), PASSWORD_HASH_MEMORY_KIB: '1024', ...options.env },
 		stdin: options.stdin === undefined ? 'ignore' : Buffer.from(options.stdin),
+		stdout: 'pipe',
+		stderr: 'pipe',
 	})
-	return { code: result.exitCode, out: result.stdout.toString() + result.stderr.toString() }
+	const [code, out, err] = await Promise.all([child.exited, new Response(child.stdout).text(), new Response(child.stderr).text()])
+	return { code, out: out + err }
 }
 
 describe('latchkey admin create', () => {
 	test('creates an admin from a password on standard input, and never prints it', async () => {
-		const created = run(['admin', 'create', '--email', 'Root@Example.test', '--name', 'Root'], { stdin: `${ADMIN_PASSWORD}\n` })
+		const created = await run(['admin', 'create', '--email', 'Root@Example.test', '--name', 'Root'], { stdin: `${ADMIN_PASSWORD}\n` })
 		expect(created).toEqual({ code: 0, out: expect.stringContaining('created admin root@example.test') })
 		expect(created.out).not.toContain(ADMIN_PASSWORD)
 
 		const fromFile = join(folder, 'password.txt')
 		writeFileSync(fromFile, `${ADMIN_PASSWORD}-two\n`)
-		const second = run(['admin', 'create', '--email', 'second@example.test', '--password-file', fromFile])
+		const second = await run(['admin', 'create', '--email', 'second@example.test', '--password-file', fromFile])
 		expect(second.code).toBe(0)
 
 		const database = await openDatabase({ kind: 'pglite', dataDir: join(folder, 'data') })
@@ -54,13 +57,13 @@ describe('latchkey admin create', () => {
 		}
 	})
 
-	test('refuses a taken email and a weak password with exit code 1, and a missing --email with 2', () => {
-		expect(run(['admin', 'create', '--email', 'root@example.test'], { stdin: 'another passphrase 123' })).toEqual({
+	test('refuses a taken email and a weak password with exit code 1, and a missing --email with 2', async () => {
+		expect(await run(['admin', 'create', '--email', 'root@example.test'], { stdin: 'another passphrase 123' })).toEqual({
 			code: 1,
 			out: 'latchkey: admin not created: an account with the email root@example.test already exists\n',
 		})
-		expect(run(['admin', 'create', '--email', 'weak@example.test'], { stdin: 'password1' }).code).toBe(1)
-		expect(run(['admin', 'create'], { stdin: ADMIN_PASSWORD }).code).toBe(2)
+		expect((await run(['admin', 'create', '--email', 'weak@example.test'], { stdin: 'password1' })).code).toBe(1)
+		expect((await run(['admin', 'create'], { stdin: ADMIN_PASSWORD })).code).toBe(2)
 	})
 })
 

@@ -1,6 +1,9 @@
-import { describe, expect, test } from 'bun:test'
+import { describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { join } from 'node:path'
 import { ConfigError, EnvSchema, loadConfig } from '../src/config/env'
+
+// Two tests start the service as a process.
+setDefaultTimeout(30_000)
 
 const problemsOf = (env: Record<string, string>) => {
 	try {

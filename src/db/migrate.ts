@@ -2,6 +2,8 @@ import { sql } from 'drizzle-orm'
 import journal from '../../drizzle/meta/_journal.json'
 import m0000 from '../../drizzle/0000_init.sql' with { type: 'text' }
 import m0001 from '../../drizzle/0001_session_pairs.sql' with { type: 'text' }
+import m0002 from '../../drizzle/0002_audit_events.sql' with { type: 'text' }
+import m0003 from '../../drizzle/0003_audit_append_only.sql' with { type: 'text' }
 import type { Database } from './client'
 
 /**
@@ -11,6 +13,8 @@ import type { Database } from './client'
 const MIGRATION_SQL: Record<string, string> = {
 	'0000_init': m0000,
 	'0001_session_pairs': m0001,
+	'0002_audit_events': m0002,
+	'0003_audit_append_only': m0003,
 }
 
 export interface Migration {

@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm'
-import { check, index, pgTable, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core'
+import { check, index, jsonb, pgTable, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core'
 
 // IDs are UUIDv7 made by the application (Bun.randomUUIDv7), so PostgreSQL 15 and
 // the embedded PGlite (PostgreSQL 18) behave the same.
@@ -80,5 +80,31 @@ export const refreshTokens = pgTable(
 	],
 )
 
+/**
+ * Security events, append-only (a trigger refuses UPDATE and DELETE). The id
+ * is a UUIDv7, so ordering by id is ordering by time: keyset pagination needs
+ * no second column. Never holds a password, token or hash.
+ */
+export const auditEvents = pgTable(
+	'audit_events',
+	{
+		id: uuid('id').primaryKey(),
+		occurredAt: timestamp('occurred_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
+		type: text('type').notNull(),
+		actorId: uuid('actor_id'),
+		subjectId: uuid('subject_id'),
+		ip: text('ip'),
+		userAgent: text('user_agent'),
+		requestId: text('request_id'),
+		details: jsonb('details').$type<Record<string, string | number | boolean | null>>().notNull().default({}),
+	},
+	(table) => [
+		index('audit_events_subject_idx').on(table.subjectId, table.id),
+		index('audit_events_actor_idx').on(table.actorId, table.id),
+		index('audit_events_type_idx').on(table.type, table.id),
+	],
+)
+
 export type UserRow = typeof users.$inferSelect
 export type SessionRow = typeof sessions.$inferSelect
+export type AuditEventRow = typeof auditEvents.$inferSelect

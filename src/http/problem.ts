@@ -98,7 +98,9 @@ function describeValueError(error: {
 	message: string
 }): { code: string; detail: string } {
 	const described = describeByType(error.type, error.schema)
-	return typeof error.schema.error === 'string' ? { code: described.code, detail: error.schema.error } : described
+	// A schema's own message describes a wrong value, not a missing one.
+	const custom = typeof error.schema.error === 'string' && error.type !== 45
+	return custom ? { code: described.code, detail: error.schema.error as string } : described
 }
 
 function describeByType(type: number, s: Record<string, unknown>): { code: string; detail: string } {

@@ -2,6 +2,7 @@ import { Elysia, t } from 'elysia'
 import type { Config } from '../../config/env'
 import type { authGuard } from '../../http/auth'
 import type { ClientAddressResolver } from '../../http/client-ip'
+import { requestContext } from '../../http/request-context'
 import { envelope } from '../../http/problem'
 import { Envelope, problemResponses } from '../../http/openapi'
 import { toUserResource } from '../users/service'
@@ -18,9 +19,7 @@ export interface AuthModuleDeps {
 export const authModule = ({ auth, guard, clientAddress, jwt }: AuthModuleDeps) =>
 	new Elysia({ name: 'auth', prefix: '/auth', detail: { tags: ['Authentication'] } })
 		.use(guard)
-		.derive(({ request, server }) => ({
-			client: { ip: clientAddress(request, server), userAgent: request.headers.get('user-agent') },
-		}))
+		.use(requestContext(clientAddress))
 		.derive(({ accessTokenSigner }) => ({
 			/** The response body of login and refresh: the signed pair and the user. */
 			tokenResponse: async (issued: IssuedSession) => ({
@@ -69,8 +68,8 @@ export const authModule = ({ auth, guard, clientAddress, jwt }: AuthModuleDeps) 
 		)
 		.post(
 			'/logout',
-			async ({ body, caller }) => {
-				await auth.logout(caller, body?.scope ?? 'local')
+			async ({ body, caller, client }) => {
+				await auth.logout(caller, body?.scope ?? 'local', client)
 				return envelope(null, 'Logged out')
 			},
 			{

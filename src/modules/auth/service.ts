@@ -3,6 +3,7 @@ import type { Database } from '../../db/client'
 import { refreshTokens, sessions, users, type UserRow } from '../../db/schema'
 import { AppError } from '../../http/problem'
 import { normalizeEmail } from '../users/service'
+import type { AuditLog } from '../audit/service'
 import type { LoginLockout } from './lockout'
 import type { PasswordHasher } from './password'
 import { issueTokenPair, revokeUserSessions, startSession, type Caller, type ClientInfo } from './sessions'
@@ -10,6 +11,7 @@ import { hashRefreshToken } from './tokens'
 
 export interface AuthServiceDeps {
 	db: Database
+	audit: AuditLog
 	hasher: PasswordHasher
 	lockout: LoginLockout
 	refreshTtlSeconds: number
@@ -44,18 +46,28 @@ export class AuthService {
 	 */
 	async login(email: string, password: string, client: ClientInfo): Promise<IssuedSession> {
 		const normalized = normalizeEmail(email)
-		await this.deps.lockout.assertNotLocked(normalized)
+		const { audit } = this.deps
+		try {
+			await this.deps.lockout.assertNotLocked(normalized)
+		} catch (error) {
+			await audit.record('login.failed', client, { details: { email: normalized, reason: 'locked' } })
+			throw error
+		}
 		const [user] = await this.deps.db.select().from(users).where(eq(users.email, normalized))
 		const valid = user
 			? await this.deps.hasher.verify(password, user.passwordHash)
 			: await this.deps.hasher.verifyAgainstDummy(password)
 		if (!user || !valid || user.status !== 'active') {
-			await this.deps.lockout.recordFailure(normalized)
+			const reason = !user ? 'unknown_email' : !valid ? 'wrong_password' : 'deactivated'
+			await audit.record('login.failed', client, { subjectId: user?.id, details: { email: normalized, reason } })
+			if (await this.deps.lockout.recordFailure(normalized))
+				await audit.record('login.locked', client, { subjectId: user?.id, details: { email: normalized } })
 			throw invalidCredentials()
 		}
 		await this.deps.lockout.recordSuccess(normalized)
 		if (this.deps.hasher.needsRehash(user.passwordHash)) await this.upgradeHash(user.id, password)
 		const started = await this.deps.db.transaction((tx) => startSession(tx, user.id, client, this.deps.refreshTtlSeconds))
+		await audit.record('login.succeeded', client, { actorId: user.id, subjectId: user.id, details: { sessionId: started.session.id } })
 		return { user, sessionId: started.session.id, refreshToken: started.refreshToken, accessTokenId: started.accessTokenId }
 	}
 
@@ -112,7 +124,14 @@ export class AuthService {
 			await tx.update(sessions).set({ revokedAt: sql`now()` }).where(eq(sessions.id, session.id))
 			return { kind: 'reuse' as const, sessionId: session.id, userId: user.id }
 		})
+		if (outcome.kind === 'reuse')
+			await this.deps.audit.record('token.reuse_detected', client, {
+				subjectId: outcome.userId,
+				details: { sessionId: outcome.sessionId },
+			})
 		if (outcome.kind !== 'issued') throw invalidRefreshToken()
+		const { user, sessionId } = outcome.issued
+		await this.deps.audit.record('token.refreshed', client, { actorId: user.id, subjectId: user.id, details: { sessionId } })
 		return outcome.issued
 	}
 
@@ -138,7 +157,17 @@ export class AuthService {
 		return { kind: 'issued' as const, issued: { user, sessionId, refreshToken, accessTokenId } }
 	}
 
-	async logout(caller: Caller, scope: LogoutScope): Promise<number> {
+	async logout(caller: Caller, scope: LogoutScope, client: ClientInfo): Promise<number> {
+		const revoked = await this.revokeForLogout(caller, scope)
+		await this.deps.audit.record('logout', client, {
+			actorId: caller.user.id,
+			subjectId: caller.user.id,
+			details: { scope, sessionsRevoked: revoked },
+		})
+		return revoked
+	}
+
+	private async revokeForLogout(caller: Caller, scope: LogoutScope): Promise<number> {
 		if (scope === 'global') return revokeUserSessions(this.deps.db, caller.user.id)
 		if (scope === 'others') return revokeUserSessions(this.deps.db, caller.user.id, caller.sessionId)
 		const revoked = await this.deps.db

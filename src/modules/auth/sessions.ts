@@ -2,16 +2,14 @@ import { and, desc, eq, gt, isNull, ne, sql } from 'drizzle-orm'
 import type { Database } from '../../db/client'
 import { refreshTokens, sessions, users, type SessionRow, type UserRow } from '../../db/schema'
 import { NotFound } from '../../http/problem'
+import type { ClientInfo } from '../audit/service'
 import type { SessionResource } from '../users/model'
 import { hashRefreshToken, newRefreshToken } from './tokens'
 
 /** A Drizzle handle or an open transaction on it. */
 export type Queryable = Pick<Database, 'select' | 'insert' | 'update' | 'execute'>
 
-export interface ClientInfo {
-	ip: string | null
-	userAgent: string | null
-}
+export type { ClientInfo }
 
 export interface Caller {
 	user: UserRow

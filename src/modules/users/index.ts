@@ -7,18 +7,24 @@ import { listActiveSessions, revokeSession } from '../auth/sessions'
 import { UserModel } from './model'
 import { normalizeEmail, toUserResource, type UsersService } from './service'
 import type { Database } from '../../db/client'
+import type { ClientAddressResolver } from '../../http/client-ip'
+import { requestContext } from '../../http/request-context'
+import type { AuditLog } from '../audit/service'
 
 export interface UsersModuleDeps {
 	users: UsersService
 	guard: ReturnType<typeof authGuard>
 	db: Database
+	audit: AuditLog
+	clientAddress: ClientAddressResolver
 }
 
 const UserEnvelope = Envelope(UserModel.user)
 
-export const usersModule = ({ users, guard, db }: UsersModuleDeps) =>
+export const usersModule = ({ users, guard, db, audit, clientAddress }: UsersModuleDeps) =>
 	new Elysia({ name: 'users', prefix: '/users', detail: { tags: ['Users'] } })
 		.use(guard)
+		.use(requestContext(clientAddress))
 		.onTransform(({ body }) => {
 			// Emails are compared trimmed and lower-cased everywhere.
 			const candidate = body as { email?: unknown } | undefined
@@ -27,8 +33,8 @@ export const usersModule = ({ users, guard, db }: UsersModuleDeps) =>
 		})
 		.post(
 			'',
-			async ({ body, caller, set }) => {
-				const user = await users.create(body, caller)
+			async ({ body, caller, set, client }) => {
+				const user = await users.create(body, caller, client)
 				set.status = 201
 				set.headers.location = `/api/users/${user.id}`
 				return envelope(toUserResource(user), 'User created')
@@ -65,8 +71,8 @@ export const usersModule = ({ users, guard, db }: UsersModuleDeps) =>
 		})
 		.put(
 			'/:id',
-			async ({ params, body, caller }) =>
-				envelope(toUserResource(await users.replace(targetUserId(params.id, caller), body, caller)), 'User updated'),
+			async ({ params, body, caller, client }) =>
+				envelope(toUserResource(await users.replace(targetUserId(params.id, caller), body, caller, client)), 'User updated'),
 			{
 				auth: 'self',
 				params: UserModel.idParams,
@@ -81,7 +87,8 @@ export const usersModule = ({ users, guard, db }: UsersModuleDeps) =>
 		)
 		.delete(
 			'/:id',
-			async ({ params, caller }) => envelope(toUserResource(await users.deactivate(targetUserId(params.id, caller))), 'User deactivated'),
+			async ({ params, caller, client }) =>
+				envelope(toUserResource(await users.deactivate(targetUserId(params.id, caller), caller, client)), 'User deactivated'),
 			{
 				auth: 'self',
 				params: UserModel.idParams,
@@ -108,8 +115,12 @@ export const usersModule = ({ users, guard, db }: UsersModuleDeps) =>
 		)
 		.delete(
 			'/:id/sessions/:sessionId',
-			async ({ params, caller }) =>
-				envelope(await revokeSession(db, targetUserId(params.id, caller), params.sessionId, caller.sessionId), 'Session revoked'),
+			async ({ params, caller, client }) => {
+				const userId = targetUserId(params.id, caller)
+				const session = await revokeSession(db, userId, params.sessionId, caller.sessionId)
+				await audit.record('session.revoked', client, { actorId: caller.user.id, subjectId: userId, details: { sessionId: session.id } })
+				return envelope(session, 'Session revoked')
+			},
 			{
 				auth: 'self',
 				params: UserModel.sessionParams,

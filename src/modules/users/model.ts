@@ -5,8 +5,12 @@ const Role = t.Union([t.Literal('user'), t.Literal('admin')])
 const Status = t.Union([t.Literal('active'), t.Literal('deactivated')])
 const Email = t.String({ format: 'email', maxLength: 254, error: 'must be an email address', examples: ['ada@example.com'] })
 const Name = t.String({ maxLength: 200, examples: ['Ada Lovelace'] })
-// The policy (length in code points, common passwords) is checked by the service; this only bounds the input.
-const Password = t.String({ maxLength: 1024, examples: ['correct horse battery staple'] })
+// The policy (8–256 code points, not a common password) is checked by the service, which counts
+// code points rather than UTF-16 units; the body limit bounds the input.
+const Password = t.String({
+	description: 'at least PASSWORD_MIN_LENGTH (default 8) and at most 256 characters; common passwords are refused',
+	examples: ['correct horse battery staple'],
+})
 const Timestamp = t.String({ format: 'date-time', examples: ['2026-01-01T12:00:00.000Z'] })
 
 export const SORTS = ['createdAt', '-createdAt', 'email', '-email'] as const
@@ -38,7 +42,7 @@ export namespace UserModel {
 		email: Email,
 		name: Name,
 		password: t.Optional(Password),
-		currentPassword: t.Optional(t.String({ maxLength: 1024 })),
+		currentPassword: t.Optional(t.String({ description: 'required when users change their own email or password' })),
 		role: t.Optional(Role),
 		status: t.Optional(Status),
 	})

@@ -4,6 +4,7 @@ import { sqlState } from '../../db/client'
 import { users, type UserRow } from '../../db/schema'
 import { AppError, Conflict, Forbidden, NotFound, ValidationFailed, type FieldError } from '../../http/problem'
 import { passwordProblem, type PasswordHasher } from '../auth/password'
+import type { AuditLog, ClientInfo } from '../audit/service'
 import { revokeUserSessions, type Caller, type Queryable } from '../auth/sessions'
 import type { CreateUserInput, ListUsersQuery, ReplaceUserInput, UserResource } from './model'
 
@@ -24,6 +25,8 @@ export function toUserResource(row: UserRow): UserResource {
 
 export interface UsersServiceDeps {
 	db: Database
+	/** Absent only for the operator's CLI, which writes no request-bound events. */
+	audit?: AuditLog
 	hasher: PasswordHasher
 	passwordMinLength: number
 	signupEnabled: boolean
@@ -33,13 +36,19 @@ export interface UsersServiceDeps {
 export class UsersService {
 	constructor(private readonly deps: UsersServiceDeps) {}
 
-	async create(input: CreateUserInput, caller: Caller | null): Promise<UserRow> {
+	async create(input: CreateUserInput, caller: Caller | null, client: ClientInfo): Promise<UserRow> {
 		const isAdmin = caller?.user.role === 'admin'
 		if (!isAdmin && !this.deps.signupEnabled) throw new Forbidden('Sign-up is closed; ask an administrator for an account')
 		if (!isAdmin && input.role !== undefined && input.role !== 'user') throw new Forbidden('Only admins may assign a role')
 		this.checkPassword(input.password)
 		const passwordHash = await this.deps.hasher.hash(input.password)
-		return this.insert({ email: input.email, name: input.name ?? '', role: input.role ?? 'user', passwordHash })
+		const user = await this.insert({ email: input.email, name: input.name ?? '', role: input.role ?? 'user', passwordHash })
+		await this.deps.audit?.record(isAdmin ? 'user.created' : 'user.signed_up', client, {
+			actorId: caller?.user.id ?? user.id,
+			subjectId: user.id,
+			details: { role: user.role },
+		})
+		return user
 	}
 
 	/** Inserts an account; the unique index, not a prior read, decides whether the email is taken. */
@@ -79,11 +88,14 @@ export class UsersService {
 		return { items, nextCursor, limit }
 	}
 
-	async replace(id: string, input: ReplaceUserInput, caller: Caller): Promise<UserRow> {
+	async replace(id: string, input: ReplaceUserInput, caller: Caller, client: ClientInfo): Promise<UserRow> {
 		const callerIsAdmin = caller.user.role === 'admin'
 		const self = caller.user.id === id
-		return this.deps.db.transaction(async (tx) => {
+		let before: UserRow | undefined
+		const updated = await this.deps.db.transaction(async (tx) => {
+			const activeAdmins = await lockActiveAdmins(tx)
 			const current = await lockUser(tx, id)
+			before = current
 			if (!callerIsAdmin && input.role !== undefined && input.role !== current.role)
 				throw new Forbidden('Only admins may change a role')
 			if (!callerIsAdmin && input.status !== undefined && input.status !== current.status)
@@ -96,7 +108,7 @@ export class UsersService {
 			const role = input.role ?? current.role
 			const status = input.status ?? current.status
 			const leavesAdmins = current.role === 'admin' && current.status === 'active' && (role !== 'admin' || status !== 'active')
-			if (leavesAdmins) await ensureAnotherActiveAdmin(tx, id)
+			if (leavesAdmins) ensureAnotherActiveAdmin(activeAdmins, id)
 
 			const passwordHash = input.password === undefined ? current.passwordHash : await this.deps.hasher.hash(input.password)
 			const deactivating = status === 'deactivated' && current.status !== 'deactivated'
@@ -122,14 +134,33 @@ export class UsersService {
 			else if (input.password !== undefined) await revokeUserSessions(tx, id, self ? caller.sessionId : undefined)
 			return row
 		})
+		if (before) await this.auditChanges(before, updated, input.password !== undefined, caller, client)
+		return updated
+	}
+
+	private async auditChanges(before: UserRow, after: UserRow, passwordChanged: boolean, caller: Caller, client: ClientInfo) {
+		const audit = this.deps.audit
+		if (!audit) return
+		const who = { actorId: caller.user.id, subjectId: after.id }
+		if (passwordChanged) await audit.record('password.changed', client, who)
+		if (before.email !== after.email) await audit.record('email.changed', client, who)
+		if (before.role !== after.role) await audit.record('role.changed', client, { ...who, details: { from: before.role, to: after.role } })
+		if (before.status !== after.status)
+			await audit.record(after.status === 'deactivated' ? 'user.deactivated' : 'status.changed', client, {
+				...who,
+				details: { from: before.status, to: after.status },
+			})
 	}
 
 	/** Deactivation is a state: sessions revoked at once, email kept, idempotent. */
-	async deactivate(id: string): Promise<UserRow> {
-		return this.deps.db.transaction(async (tx) => {
+	async deactivate(id: string, caller: Caller, client: ClientInfo): Promise<UserRow> {
+		let changed = false
+		const row = await this.deps.db.transaction(async (tx) => {
+			const activeAdmins = await lockActiveAdmins(tx)
 			const current = await lockUser(tx, id)
 			if (current.status === 'deactivated') return current
-			if (current.role === 'admin') await ensureAnotherActiveAdmin(tx, id)
+			changed = true
+			if (current.role === 'admin') ensureAnotherActiveAdmin(activeAdmins, id)
 			const now = new Date()
 			const [row] = await tx
 				.update(users)
@@ -140,6 +171,8 @@ export class UsersService {
 			if (!row) throw new NotFound('No user with this id')
 			return row
 		})
+		if (changed) await this.deps.audit?.record('user.deactivated', client, { actorId: caller.user.id, subjectId: id })
+		return row
 	}
 
 	private checkPassword(password: string) {
@@ -163,16 +196,22 @@ async function lockUser(tx: Queryable, id: string): Promise<UserRow> {
 }
 
 /**
- * Locks every active admin row, so that two admins demoting each other at
- * the same moment cannot both succeed and leave none.
+ * Locks every active admin row, in id order and before any other row, so
+ * that two admins demoting each other at the same moment queue (never
+ * deadlock) and cannot both succeed and leave none.
  */
-async function ensureAnotherActiveAdmin(tx: Queryable, leavingId: string) {
+async function lockActiveAdmins(tx: Queryable): Promise<string[]> {
 	const admins = await tx
 		.select({ id: users.id })
 		.from(users)
 		.where(and(eq(users.role, 'admin'), eq(users.status, 'active')))
+		.orderBy(asc(users.id))
 		.for('update')
-	if (!admins.some((admin) => admin.id !== leavingId))
+	return admins.map((admin) => admin.id)
+}
+
+function ensureAnotherActiveAdmin(activeAdmins: string[], leavingId: string) {
+	if (!activeAdmins.some((id) => id !== leavingId))
 		throw new Conflict('last-admin', 'The last active admin can be neither deactivated nor demoted')
 }
 
@@ -216,10 +255,11 @@ function ordering(sort: Sort) {
 function afterCursor(sort: Sort, cursor: Cursor): SQL | undefined {
 	const descending = sort.startsWith('-')
 	if (sort.endsWith('email')) return descending ? lt(users.email, cursor.key) : gt(users.email, cursor.key)
-	const key = new Date(cursor.key)
+	// Typed casts: postgres.js sends raw parameters untyped, and the row comparison must hit the index.
+	const key = sql`(${new Date(cursor.key).toISOString()}::timestamptz, ${cursor.id}::uuid)`
 	return descending
-		? sql`(${users.createdAt}, ${users.id}) < (${key}, ${cursor.id})`
-		: sql`(${users.createdAt}, ${users.id}) > (${key}, ${cursor.id})`
+		? sql`(${users.createdAt}, ${users.id}) < ${key}`
+		: sql`(${users.createdAt}, ${users.id}) > ${key}`
 }
 
 function encodeCursor(sort: Sort, row: UserRow): string {

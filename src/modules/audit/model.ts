@@ -1,0 +1,55 @@
+import { t } from 'elysia'
+import { queryInteger } from '../../http/problem'
+
+// A plain union of literals (t.UnionEnum would give the optional query filter a default value).
+const EventType = t.Union([
+	t.Literal('user.signed_up'),
+	t.Literal('user.created'),
+	t.Literal('login.succeeded'),
+	t.Literal('login.failed'),
+	t.Literal('login.locked'),
+	t.Literal('token.refreshed'),
+	t.Literal('token.reuse_detected'),
+	t.Literal('logout'),
+	t.Literal('session.revoked'),
+	t.Literal('password.changed'),
+	t.Literal('email.changed'),
+	t.Literal('role.changed'),
+	t.Literal('status.changed'),
+	t.Literal('user.deactivated'),
+])
+
+export type AuditEventType = typeof EventType.static
+
+const Nullable = <T extends Parameters<typeof t.Union>[0][number]>(schema: T) => t.Union([schema, t.Null()])
+
+export namespace AuditModel {
+	export const event = t.Object({
+		id: t.String({ format: 'uuid' }),
+		type: EventType,
+		occurredAt: t.String({ format: 'date-time' }),
+		actorId: Nullable(t.String({ format: 'uuid', description: 'who did it (null: anonymous)' })),
+		subjectId: Nullable(t.String({ format: 'uuid', description: 'whose account it concerns' })),
+		ip: Nullable(t.String()),
+		userAgent: Nullable(t.String()),
+		requestId: Nullable(t.String()),
+		details: t.Record(t.String(), t.Union([t.String(), t.Number(), t.Boolean(), t.Null()])),
+	})
+
+	export const listQuery = t.Object(
+		{
+			limit: t.Optional(queryInteger('limit', { minimum: 1, maximum: 100, default: 50 })),
+			cursor: t.Optional(t.String({ maxLength: 512 })),
+			userId: t.Optional(t.String({ format: 'uuid', description: 'events whose actor or subject is this user' })),
+			type: t.Optional(EventType),
+			occurredAfter: t.Optional(t.String({ format: 'date-time' })),
+			occurredBefore: t.Optional(t.String({ format: 'date-time' })),
+		},
+		{ additionalProperties: false },
+	)
+
+	export const page = t.Object({ items: t.Array(event), nextCursor: Nullable(t.String()), limit: t.Integer() })
+}
+
+export type AuditEventResource = typeof AuditModel.event.static
+export type ListAuditEventsQuery = typeof AuditModel.listQuery.static

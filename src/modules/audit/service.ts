@@ -1,0 +1,103 @@
+import { and, desc, eq, gte, lt, lte, or, type SQL } from 'drizzle-orm'
+import type { Database } from '../../db/client'
+import { auditEvents, type AuditEventRow } from '../../db/schema'
+import { AppError } from '../../http/problem'
+import type { Logger } from '../../log'
+import type { AuditEventResource, AuditEventType, ListAuditEventsQuery } from './model'
+
+export type { AuditEventType }
+
+/** Where a request came from, as recorded with sessions and audit events. */
+export interface ClientInfo {
+	ip: string | null
+	userAgent: string | null
+	requestId: string | null
+}
+
+export interface AuditEntry {
+	actorId?: string | null
+	subjectId?: string | null
+	details?: Record<string, string | number | boolean | null>
+}
+
+export class AuditLog {
+	constructor(
+		private readonly db: Database,
+		private readonly log: Logger,
+	) {}
+
+	/**
+	 * Appends an event. Never throws: losing an audit row is logged, but must
+	 * not fail (or undo) the request it describes. Callers pass ids and
+	 * reasons only — never a password, token or hash.
+	 */
+	async record(type: AuditEventType, client: ClientInfo, entry: AuditEntry = {}): Promise<void> {
+		try {
+			await this.db.insert(auditEvents).values({
+				id: Bun.randomUUIDv7(),
+				type,
+				actorId: entry.actorId ?? null,
+				subjectId: entry.subjectId ?? null,
+				ip: client.ip,
+				userAgent: client.userAgent?.slice(0, 512) ?? null,
+				requestId: client.requestId,
+				details: entry.details ?? {},
+			})
+		} catch (error) {
+			this.log.warn({ type, requestId: client.requestId, code: (error as { code?: unknown }).code }, 'audit event not written')
+		}
+	}
+
+	/** Newest first; keyset on the time-ordered id. */
+	async list(query: ListAuditEventsQuery) {
+		const limit = query.limit ?? 50
+		const before = query.cursor === undefined ? undefined : decodeCursor(query.cursor)
+		const rows = await this.db
+			.select()
+			.from(auditEvents)
+			.where(and(...filters(query), before === undefined ? undefined : lt(auditEvents.id, before)))
+			.orderBy(desc(auditEvents.id))
+			.limit(limit + 1)
+		const items = rows.slice(0, limit)
+		const last = items.at(-1)
+		return {
+			items: items.map(toAuditEventResource),
+			nextCursor: rows.length > limit && last ? Buffer.from(last.id).toString('base64url') : null,
+			limit,
+		}
+	}
+}
+
+function filters(query: ListAuditEventsQuery): Array<SQL | undefined> {
+	return [
+		query.userId === undefined ? undefined : or(eq(auditEvents.subjectId, query.userId), eq(auditEvents.actorId, query.userId)),
+		query.type === undefined ? undefined : eq(auditEvents.type, query.type),
+		query.occurredAfter === undefined ? undefined : gte(auditEvents.occurredAt, new Date(query.occurredAfter)),
+		query.occurredBefore === undefined ? undefined : lte(auditEvents.occurredAt, new Date(query.occurredBefore)),
+	]
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+
+function decodeCursor(cursor: string): string {
+	const id = Buffer.from(cursor, 'base64url').toString('utf8')
+	if (!UUID.test(id))
+		throw new AppError('bad-request', 'The cursor is not valid for this query', {
+			errors: [{ pointer: '#/cursor', code: 'invalid', detail: 'use nextCursor from a previous page' }],
+		})
+	return id
+}
+
+function toAuditEventResource(row: AuditEventRow): AuditEventResource {
+	return {
+		id: row.id,
+		type: row.type as AuditEventType,
+		occurredAt: row.occurredAt.toISOString(),
+		actorId: row.actorId,
+		subjectId: row.subjectId,
+		ip: row.ip,
+		userAgent: row.userAgent,
+		requestId: row.requestId,
+		details: row.details,
+	}
+}
