@@ -7,6 +7,8 @@ import type { DatabaseHandle } from './db/client'
 import { authGuard } from './http/auth'
 import { clientAddressResolver } from './http/client-ip'
 import { createCounterStore, type CounterStore } from './http/counters'
+import { requestLogging } from './http/logging'
+import { Metrics, metricsRoute } from './http/metrics'
 import { rateLimits } from './http/rate-limit'
 import { problemHandler, type RouteTable } from './http/problem'
 import { security } from './http/security'
@@ -18,6 +20,7 @@ import type { TokenKeys } from './modules/auth/keys'
 import { LoginLockout } from './modules/auth/lockout'
 import { PasswordHasher } from './modules/auth/password'
 import { AuthService } from './modules/auth/service'
+import { countActiveSessions } from './modules/auth/sessions'
 import { health } from './modules/health'
 import { jwks } from './modules/health/jwks'
 import { usersModule } from './modules/users'
@@ -65,7 +68,15 @@ export function createApp({ config, database, keys, log, counters }: AppDeps) {
 	const routeTable: RouteTable = { routes: [] }
 	const { db } = database
 	const hasher = new PasswordHasher(config.password)
-	const audit = new AuditLog(db, log)
+	const metrics = new Metrics({
+		activeSessions: () => countActiveSessions(db),
+		poolMax: config.database.kind === 'postgres' ? config.database.poolMax : 1,
+	})
+	const audit = new AuditLog(db, log, (type) => {
+		if (type === 'login.succeeded') metrics.login('succeeded')
+		else if (type === 'login.failed') metrics.login('failed')
+		else if (type === 'login.locked') metrics.login('locked')
+	})
 	const users = new UsersService({
 		db,
 		audit,
@@ -95,9 +106,12 @@ export function createApp({ config, database, keys, log, counters }: AppDeps) {
 	const app = new Elysia({ name: 'latchkey', normalize: false })
 		// CORS first, so that even a refused request carries the headers a browser needs to read the problem.
 		.use(corsFor(config.cors.origins))
-		.use(security({ bodyLimitBytes: config.bodyLimitBytes, htmlPaths: new Set([DOCS_PATH]) }))
+		.use(
+			security({ bodyLimitBytes: config.bodyLimitBytes, htmlPaths: new Set([DOCS_PATH]), textPaths: new Set(['/metrics']) }),
+		)
+		.use(requestLogging(log, metrics.observeRequest))
 		.use(problemHandler(log, routeTable, config.rateLimit.windowSeconds))
-		.use(rateLimits({ config: config.rateLimit, store, clientAddress }))
+		.use(rateLimits({ config: config.rateLimit, store, clientAddress, onRefused: (budget) => metrics.refused(budget) }))
 		.onStop(() => store.close())
 		.use(
 			config.docsEnabled
@@ -116,6 +130,7 @@ export function createApp({ config, database, keys, log, counters }: AppDeps) {
 				: new Elysia({ name: 'docs-disabled' }),
 		)
 		.use(jwks(keys))
+		.use(config.metrics.enabled ? metricsRoute(metrics, config.metrics.token) : new Elysia({ name: 'metrics-disabled' }))
 		.use(api)
 	routeTable.routes = app.routes
 	return app

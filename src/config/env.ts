@@ -70,6 +70,10 @@ export const EnvSchema = T.Object({
 	),
 	BODY_LIMIT_BYTES: positive(65_536, 'largest request body'),
 	DOCS_ENABLED: T.Optional(T.Boolean({ description: 'OpenAPI JSON and the docs page (default: on except in production)' })),
+	METRICS_ENABLED: T.Boolean({ default: false, description: 'serve Prometheus metrics at GET /metrics (on whenever METRICS_TOKEN is set)' }),
+	METRICS_TOKEN: T.Optional(
+		T.String({ minLength: 16, description: 'bearer token required at /metrics (at least 16 characters)' }),
+	),
 	LOG_LEVEL: T.Union(
 		[T.Literal('debug'), T.Literal('info'), T.Literal('warn'), T.Literal('error'), T.Literal('silent')],
 		{ default: 'info', description: 'least severe level written' },
@@ -89,7 +93,7 @@ export class ConfigError extends Error {
 	}
 }
 
-const SECRET_NAMES = new Set(['JWT_SECRET', 'JWT_PRIVATE_KEY', 'JWT_PREVIOUS_PUBLIC_KEYS', 'LATCHKEY_ADMIN_PASSWORD', 'DATABASE_URL', 'REDIS_URL'])
+const SECRET_NAMES = new Set(['METRICS_TOKEN', 'JWT_SECRET', 'JWT_PRIVATE_KEY', 'JWT_PREVIOUS_PUBLIC_KEYS', 'LATCHKEY_ADMIN_PASSWORD', 'DATABASE_URL', 'REDIS_URL'])
 
 /** What a schema expects, in words, for the start-up error line. */
 function expectation(schema: TSchema): string {
@@ -231,6 +235,7 @@ function toConfig(env: Env) {
 		bodyLimitBytes: env.BODY_LIMIT_BYTES,
 		docsEnabled: env.DOCS_ENABLED ?? !production,
 		logLevel: env.LOG_LEVEL,
+		metrics: { enabled: env.METRICS_ENABLED || env.METRICS_TOKEN !== undefined, token: env.METRICS_TOKEN },
 		shutdownTimeoutSeconds: env.SHUTDOWN_TIMEOUT_SECONDS,
 		bootstrapAdmin:
 			env.LATCHKEY_ADMIN_EMAIL && env.LATCHKEY_ADMIN_PASSWORD

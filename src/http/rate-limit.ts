@@ -5,8 +5,8 @@ import type { ClientAddressResolver } from './client-ip'
 import type { CounterStore } from './counters'
 import { problemBody } from './problem'
 
-/** Probes count against no budget. */
-const EXEMPT = new Set(['/api/health', '/api/health/', '/api/health/ready'])
+/** Probes and the metrics scrape count against no budget. */
+const EXEMPT = new Set(['/api/health', '/api/health/', '/api/health/ready', '/metrics'])
 const AUTH_PREFIX = '/api/auth/'
 // What the plugin answers when a budget is spent (it adds the RateLimit-* and
 // Retry-After headers to it); mapped to a problem+json response below.

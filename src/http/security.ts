@@ -10,6 +10,8 @@ export interface SecurityOptions {
 	bodyLimitBytes: number
 	/** Paths that serve HTML (the docs page): no JSON negotiation, framing allowed. */
 	htmlPaths: ReadonlySet<string>
+	/** Other paths that do not serve JSON (Prometheus text): no JSON negotiation. */
+	textPaths?: ReadonlySet<string>
 }
 
 const hasBody = (request: Request) => {
@@ -26,7 +28,7 @@ const mediaType = (contentType: string | null) => (contentType ?? '').split(';')
  * Cache-Control, content negotiation (406), media type (415), body size (413)
  * and strict JSON parsing (400).
  */
-export const security = ({ bodyLimitBytes, htmlPaths }: SecurityOptions) =>
+export const security = ({ bodyLimitBytes, htmlPaths, textPaths = new Set() }: SecurityOptions) =>
 	new Elysia({ name: 'security' })
 		.onRequest(({ request, set }) => {
 			const offered = request.headers.get('x-request-id')
@@ -40,7 +42,7 @@ export const security = ({ bodyLimitBytes, htmlPaths }: SecurityOptions) =>
 
 			if (request.method === 'OPTIONS') return
 			const accept = request.headers.get('accept')
-			if (!html && accept && !new Negotiator({ headers: { accept } }).mediaType(JSON_TYPES))
+			if (!html && !textPaths.has(path) && accept && !new Negotiator({ headers: { accept } }).mediaType(JSON_TYPES))
 				throw new AppError('not-acceptable', 'This API only produces application/json and application/problem+json')
 
 			if (BODY_METHODS.has(request.method) && hasBody(request)) {

@@ -24,6 +24,8 @@ export class AuditLog {
 	constructor(
 		private readonly db: Database,
 		private readonly log: Logger,
+		/** Told of every event, written or not (metrics count login outcomes here). */
+		private readonly onEvent?: (type: AuditEventType) => void,
 	) {}
 
 	/**
@@ -32,6 +34,7 @@ export class AuditLog {
 	 * reasons only — never a password, token or hash.
 	 */
 	async record(type: AuditEventType, client: ClientInfo, entry: AuditEntry = {}): Promise<void> {
+		this.onEvent?.(type)
 		try {
 			await this.db.insert(auditEvents).values({
 				id: Bun.randomUUIDv7(),

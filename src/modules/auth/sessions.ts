@@ -122,6 +122,14 @@ export async function revokeUserSessions(db: Queryable, userId: string, keepSess
 	return revoked.length
 }
 
+export async function countActiveSessions(db: Queryable): Promise<number> {
+	const [row] = await db
+		.select({ count: sql<number>`count(*)::int` })
+		.from(sessions)
+		.where(and(isNull(sessions.revokedAt), gt(sessions.expiresAt, sql`now()`)))
+	return Number(row?.count ?? 0)
+}
+
 export function toSessionResource(row: SessionRow, currentSessionId: string): SessionResource {
 	return {
 		id: row.id,

@@ -1,0 +1,95 @@
+import { timingSafeEqual } from 'node:crypto'
+import { Elysia } from 'elysia'
+import { Counter, Gauge, Histogram, Registry } from 'prom-client'
+import { AppError } from './problem'
+
+/**
+ * Prometheus metrics with prom-client: request counts and latency by route
+ * and status, login outcomes, rate-limit refusals, and gauges read at scrape
+ * time (active sessions, database pool).
+ */
+export class Metrics {
+	readonly registry = new Registry()
+	private readonly requests = new Counter({
+		name: 'latchkey_http_requests_total',
+		help: 'HTTP requests by method, route pattern and status',
+		labelNames: ['method', 'route', 'status'] as const,
+		registers: [this.registry],
+	})
+	private readonly latency = new Histogram({
+		name: 'latchkey_http_request_duration_seconds',
+		help: 'HTTP request latency by method, route pattern and status',
+		labelNames: ['method', 'route', 'status'] as const,
+		buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+		registers: [this.registry],
+	})
+	private readonly logins = new Counter({
+		name: 'latchkey_logins_total',
+		help: 'Login attempts by outcome (succeeded, failed, locked)',
+		labelNames: ['outcome'] as const,
+		registers: [this.registry],
+	})
+	private readonly refusals = new Counter({
+		name: 'latchkey_rate_limit_refusals_total',
+		help: 'Requests refused by a rate limit, by budget',
+		labelNames: ['budget'] as const,
+		registers: [this.registry],
+	})
+
+	constructor(gauges: { activeSessions: () => Promise<number>; poolMax: number; poolInUse?: () => number }) {
+		new Gauge({
+			name: 'latchkey_active_sessions',
+			help: 'Sessions neither revoked nor expired',
+			registers: [this.registry],
+			async collect() {
+				this.set(await gauges.activeSessions())
+			},
+		})
+		new Gauge({
+			name: 'latchkey_db_pool_max_connections',
+			help: 'Configured database connections per instance (1 for the embedded database)',
+			registers: [this.registry],
+			collect() {
+				this.set(gauges.poolMax)
+			},
+		})
+	}
+
+	observeRequest = ({ method, route, status, seconds }: { method: string; route: string; status: number; seconds: number }) => {
+		const labels = { method, route, status: String(status) }
+		this.requests.inc(labels)
+		this.latency.observe(labels, seconds)
+	}
+
+	login(outcome: 'succeeded' | 'failed' | 'locked') {
+		this.logins.inc({ outcome })
+	}
+
+	refused(budget: 'general' | 'auth') {
+		this.refusals.inc({ budget })
+	}
+}
+
+const digest = (value: string) => new Bun.CryptoHasher('sha256').update(value).digest()
+
+/**
+ * GET /metrics (Prometheus text format), outside /api. Served only when
+ * enabled; with METRICS_TOKEN it requires `Authorization: Bearer <token>`,
+ * compared in constant time.
+ */
+export const metricsRoute = (metrics: Metrics, token: string | undefined) =>
+	new Elysia({ name: 'metrics' }).get(
+		'/metrics',
+		async ({ headers, set }) => {
+			if (token !== undefined) {
+				const offered = /^Bearer (.+)$/.exec(headers.authorization ?? '')?.[1] ?? ''
+				if (!timingSafeEqual(digest(offered), digest(token)))
+					throw new AppError('unauthorized', 'Send the metrics token: Authorization: Bearer <token>', {
+						headers: { 'www-authenticate': 'Bearer realm="latchkey-metrics"' },
+					})
+			}
+			set.headers['content-type'] = metrics.registry.contentType
+			return metrics.registry.metrics()
+		},
+		{ detail: { hide: true } },
+	)

@@ -1,0 +1,101 @@
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { problem, startTestApp, type TestApp } from './support/app'
+import { createTestDatabase, type TestDatabase } from './support/database'
+import { PASSWORD, signUpAdmin, uniqueEmail } from './support/fixtures'
+
+const METRICS_TOKEN = 'metrics-token-for-tests-0123456789'
+let database: TestDatabase
+let t: TestApp
+beforeAll(async () => {
+	database = await createTestDatabase()
+	t = await startTestApp({ METRICS_TOKEN, LOCKOUT_THRESHOLD: '2', AUTH_RATE_LIMIT_MAX: '50', TRUST_PROXY: '10.0.0.0/8' }, database)
+})
+afterAll(() => database.drop())
+
+// Request lines are written after the response is sent (onAfterResponse): let them land.
+const settle = () => Bun.sleep(50)
+const logLines = (app: TestApp) => app.logs.map((line) => JSON.parse(line) as Record<string, unknown>)
+
+describe('request logs', () => {
+	test('a full flow writes one JSON line per request, and never a password, token or hash', async () => {
+		const email = uniqueEmail('logged')
+		const newPassword = 'another long passphrase'
+		const before = t.logs.length
+		const created = await t.call('POST', '/api/users', { json: { email, password: PASSWORD }, headers: { 'x-request-id': 'log-1' } })
+		const login = await t.call('POST', '/api/auth/login', { json: { email, password: PASSWORD } })
+		const { accessToken, refreshToken } = login.body.data
+		await t.call('PUT', '/api/users/me', { json: { email, name: 'L', password: newPassword, currentPassword: PASSWORD }, token: accessToken })
+		const refreshed = await t.call('POST', '/api/auth/refresh', { json: { refreshToken } })
+		await t.call('POST', '/api/auth/login', { json: { email, password: 'wrong password here' } })
+		await t.call('POST', '/api/auth/logout', { token: refreshed.body.data.accessToken })
+		await t.call('GET', `/api/users/${created.body.data.id}`, { token: 'not-a-token' })
+
+		await settle()
+		const lines = logLines(t).slice(before).filter((line) => line.msg === 'request')
+		expect(lines).toHaveLength(7)
+		expect(lines[0]).toMatchObject({ level: 'info', requestId: 'log-1', method: 'POST', route: '/api/users', status: 201 })
+		expect(typeof lines[0]?.durationMs).toBe('number')
+		expect(typeof lines[0]?.time).toBe('string')
+		expect(lines[2]).toMatchObject({ method: 'PUT', route: '/api/users/:id', status: 200, userId: created.body.data.id })
+		expect(lines[6]).toMatchObject({ route: '/api/users/:id', status: 401 })
+
+		const everything = t.logs.join('\n')
+		for (const secret of [PASSWORD, newPassword, accessToken, refreshToken, refreshed.body.data.refreshToken, refreshed.body.data.accessToken, '$argon2'])
+			expect(everything).not.toContain(secret)
+	})
+
+	test('LOG_LEVEL=warn leaves out the per-request lines', async () => {
+		const quiet = await startTestApp({ LOG_LEVEL: 'warn' }, database)
+		await quiet.call('GET', '/api/health')
+		await settle()
+		expect(quiet.logs).toEqual([])
+	})
+})
+
+describe('GET /metrics', () => {
+	test('needs the metrics token, compared as a whole', async () => {
+		const none = await t.call('GET', '/metrics')
+		expect(none.status).toBe(401)
+		expect(none.body).toEqual(problem('unauthorized', 401, '/metrics', 'Send the metrics token: Authorization: Bearer <token>'))
+		expect((await t.call('GET', '/metrics', { token: `${METRICS_TOKEN}x` })).status).toBe(401)
+		expect((await t.call('GET', '/metrics', { token: METRICS_TOKEN.slice(0, -1) })).status).toBe(401)
+	})
+
+	test('reports requests by route and status, latency, login outcomes, active sessions, refusals and the pool', async () => {
+		const admin = await signUpAdmin(t)
+		const email = uniqueEmail('metered')
+		await t.call('POST', '/api/users', { json: { email, password: PASSWORD } })
+		await t.call('POST', '/api/auth/login', { json: { email, password: 'wrong password here' } })
+		await t.call('POST', '/api/auth/login', { json: { email, password: 'wrong password here' } })
+		await t.call('POST', '/api/auth/login', { json: { email, password: PASSWORD } })
+		await t.call('GET', '/api/users/me', { token: admin.accessToken })
+
+		await settle()
+		const res = await t.call('GET', '/metrics', { token: METRICS_TOKEN, headers: { accept: 'text/plain;version=0.0.4' } })
+		expect(res.status).toBe(200)
+		expect(res.headers.get('content-type')).toStartWith('text/plain')
+		const text = res.text
+		expect(text).toMatch(/latchkey_http_requests_total\{method="GET",route="\/api\/users\/:id",status="200"\} \d+/)
+		expect(text).toMatch(/latchkey_http_request_duration_seconds_bucket\{le="0.005",method="POST",route="\/api\/auth\/login",status="401"\} \d+/)
+		expect(text).toMatch(/latchkey_logins_total\{outcome="succeeded"\} [1-9]/)
+		expect(text).toMatch(/latchkey_logins_total\{outcome="failed"\} [1-9]/)
+		expect(text).toMatch(/latchkey_logins_total\{outcome="locked"\} [1-9]/)
+		expect(text).toMatch(/latchkey_active_sessions [1-9]/)
+		expect(text).toContain('latchkey_db_pool_max_connections')
+		expect(text).toContain('latchkey_rate_limit_refusals_total')
+	})
+
+	test('counts rate-limit refusals', async () => {
+		const limited = await startTestApp({ METRICS_ENABLED: 'true', RATE_LIMIT_MAX: '1' }, database)
+		await limited.call('GET', '/api/users/me')
+		await limited.call('GET', '/api/users/me')
+		await settle()
+		const text = (await limited.call('GET', '/metrics')).text
+		expect(text).toMatch(/latchkey_rate_limit_refusals_total\{budget="general"\} 1/)
+	})
+
+	test('is off unless enabled', async () => {
+		const off = await startTestApp({}, database)
+		expect((await off.call('GET', '/metrics')).status).toBe(404)
+	})
+})
