@@ -140,9 +140,17 @@ async function serve(config: Config, log: Logger): Promise<number> {
 		}
 	}
 
+	if (config.workers > 1 && !process.env[WORKER_MARK]) {
+		// The primary only migrated and bootstrapped; the workers serve.
+		await database.close()
+		return superviseWorkers(config.workers, keys, log)
+	}
+
 	const app = createApp({ config, database, keys, log }).listen({
 		port: config.port,
 		hostname: config.host,
+		// Workers share the port; the kernel spreads connections among them.
+		reusePort: config.workers > 1,
 		// Bun's own cap is only a backstop; the app answers 413 problem+json below it.
 		maxRequestBodySize: Math.max(config.bodyLimitBytes * 2, 1 << 20),
 	})
@@ -168,6 +176,40 @@ async function serve(config: Config, log: Logger): Promise<number> {
 	process.on('SIGTERM', () => void shutdown('SIGTERM'))
 	process.on('SIGINT', () => void shutdown('SIGINT'))
 	return stopped
+}
+
+const WORKER_MARK = 'LATCHKEY_WORKER'
+
+/**
+ * WORKERS > 1 (PostgreSQL only): start that many copies of this process,
+ * each listening on the same port with SO_REUSEPORT, forward SIGTERM/SIGINT
+ * to them, and exit once all have stopped (with 1 if any failed).
+ */
+async function superviseWorkers(count: number, keys: TokenKeys, log: Logger): Promise<number> {
+	// In a compiled binary the entry is embedded: run the binary itself; otherwise `bun <script>`.
+	const command = Bun.main.startsWith('/$bunfs/') ? [process.execPath] : [process.execPath, Bun.main]
+	const args = Bun.argv.slice(2)
+	const workers = Array.from({ length: count }, (_, index) =>
+		Bun.spawn([...command, ...args], {
+			env: {
+				...process.env,
+				[WORKER_MARK]: String(index + 1),
+				// A development secret made up by the primary must be the same in every worker.
+				...(keys.algorithm === 'HS256' && keys.signingKey instanceof Uint8Array
+					? { JWT_SECRET: new TextDecoder().decode(keys.signingKey) }
+					: {}),
+			},
+			stdio: ['ignore', 'inherit', 'inherit'],
+		}),
+	)
+	log.info({ workers: count }, `started ${count} workers`)
+	const forward = (signal: NodeJS.Signals) => () => {
+		for (const worker of workers) worker.kill(signal)
+	}
+	process.on('SIGTERM', forward('SIGTERM'))
+	process.on('SIGINT', forward('SIGINT'))
+	const codes = await Promise.all(workers.map((worker) => worker.exited))
+	return codes.every((code) => code === 0) ? EXIT.ok : EXIT.failure
 }
 
 main(Bun.argv.slice(2)).then(
