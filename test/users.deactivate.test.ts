@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { problem, startTestApp, type TestApp } from './support/app'
-import { login, PASSWORD, signUp, signUpAdmin, type Account } from './support/fixtures'
+import { login, PASSWORD, signUp, signUpAdmin, type Account, soleActiveAdmin } from './support/fixtures'
 
 const ISO_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
 const LAST_ADMIN = 'The last active admin can be neither deactivated nor demoted'
@@ -26,23 +26,6 @@ async function activeAdmins(caller: Account): Promise<Array<{ id: string; email:
 	return res.body.data.items
 }
 
-/**
- * An admin who is, for the length of one test, the only active admin: every
- * other active admin is demoted, and `restore` promotes them again.
- */
-async function soleActiveAdmin(): Promise<{ admin: Account; restore(by?: Account): Promise<void> }> {
-	const admin = await signUpAdmin(t)
-	const others = (await activeAdmins(admin)).filter((user) => user.id !== admin.id)
-	const setRole = (user: { id: string; email: string; name: string }, role: string, by: Account) =>
-		t.call('PUT', `/api/users/${user.id}`, { json: { email: user.email, name: user.name, role }, token: by.accessToken })
-	for (const other of others) expect((await setRole(other, 'user', admin)).status).toBe(200)
-	return {
-		admin,
-		async restore(by = admin) {
-			for (const other of others) expect((await setRole(other, 'admin', by)).status).toBe(200)
-		},
-	}
-}
 
 describe('DELETE /users/{id} deactivates, never removes', () => {
 	test('a user deactivating themself gets the whole user back, now deactivated', async () => {
@@ -155,7 +138,7 @@ describe('DELETE /users/{id} deactivates, never removes', () => {
 
 describe('the last active admin', () => {
 	test('cannot deactivate themself: 409 last-admin, and stays active', async () => {
-		const { admin, restore } = await soleActiveAdmin()
+		const { admin, restore } = await soleActiveAdmin(t)
 		try {
 			const res = await deactivate('me', admin)
 			expect(res.status).toBe(409)
@@ -168,7 +151,7 @@ describe('the last active admin', () => {
 	})
 
 	test('an admin may deactivate themself while another active admin remains', async () => {
-		const { admin, restore } = await soleActiveAdmin()
+		const { admin, restore } = await soleActiveAdmin(t)
 		const successor = await signUpAdmin(t)
 		try {
 			const res = await deactivate('me', admin)
@@ -190,7 +173,7 @@ describe('the last active admin', () => {
 		['one deactivating while the other demotes', 'deactivate', 'demote'],
 	] as const) {
 		test(`of two admins ${label} at the same moment exactly one succeeds, the other is refused, and one active admin remains`, async () => {
-			const { admin: a, restore } = await soleActiveAdmin()
+			const { admin: a, restore } = await soleActiveAdmin(t)
 			const b = await signUpAdmin(t)
 			try {
 				const results = await Promise.all([actions[first](b, a), actions[second](a, b)])

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { problem, startTestApp, type TestApp } from './support/app'
-import { login, PASSWORD, signUp, signUpAdmin, uniqueEmail, type Account } from './support/fixtures'
+import { login, PASSWORD, signUp, signUpAdmin, uniqueEmail, type Account, soleActiveAdmin } from './support/fixtures'
 
 const ISO_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
 const NEW_PASSWORD = 'a brand new passphrase'
@@ -19,24 +19,6 @@ const validation = (instance: string, errors: Array<{ pointer: string; code: str
 
 const invalidToken = (instance: string) => problem('invalid-token', 401, instance, 'The access token is invalid, expired or revoked')
 
-/**
- * An admin who is, for the length of one test, the only active admin: every
- * other active admin is demoted, and `restore` promotes them again.
- */
-async function soleActiveAdmin(): Promise<{ admin: Account; restore(by?: Account): Promise<void> }> {
-	const admin = await signUpAdmin(t)
-	const list = await t.call('GET', '/api/users?role=admin&status=active&limit=100', { token: admin.accessToken })
-	expect(list.status).toBe(200)
-	expect(list.body.data.nextCursor).toBeNull()
-	const others: Array<{ id: string; email: string; name: string }> = list.body.data.items.filter((user: { id: string }) => user.id !== admin.id)
-	for (const other of others) expect((await put(other.id, { email: other.email, name: other.name, role: 'user' }, admin)).status).toBe(200)
-	return {
-		admin,
-		async restore(by = admin) {
-			for (const other of others) expect((await put(other.id, { email: other.email, name: other.name, role: 'admin' }, by)).status).toBe(200)
-		},
-	}
-}
 
 describe('PUT /users/{id} replaces the editable fields', () => {
 	test('a user renames themself and gets the whole updated user back', async () => {
@@ -289,7 +271,7 @@ describe('conflicts', () => {
 	})
 
 	test('the last active admin cannot be demoted', async () => {
-		const { admin, restore } = await soleActiveAdmin()
+		const { admin, restore } = await soleActiveAdmin(t)
 		try {
 			const res = await put('me', { email: admin.email, name: '', role: 'user' }, admin)
 			expect(res.status).toBe(409)
@@ -303,7 +285,7 @@ describe('conflicts', () => {
 	})
 
 	test('the last active admin cannot be deactivated through status', async () => {
-		const { admin, restore } = await soleActiveAdmin()
+		const { admin, restore } = await soleActiveAdmin(t)
 		try {
 			const res = await put(admin.id, { email: admin.email, name: '', status: 'deactivated' }, admin)
 			expect(res.status).toBe(409)
@@ -317,7 +299,7 @@ describe('conflicts', () => {
 	})
 
 	test('an admin may step down while another active admin remains', async () => {
-		const { admin, restore } = await soleActiveAdmin()
+		const { admin, restore } = await soleActiveAdmin(t)
 		const successor = await signUpAdmin(t)
 		try {
 			const res = await put('me', { email: admin.email, name: '', role: 'user' }, admin)

@@ -45,3 +45,24 @@ export async function signUpAdmin(t: TestApp, email = uniqueEmail('admin')): Pro
 	await createAdmin(t.database.handle.db, new PasswordHasher(t.config.password), { email, password: PASSWORD }, t.config.password.minLength)
 	return login(t, email)
 }
+
+/**
+ * An admin who is, for the length of one test, the only active admin: every
+ * other active admin is demoted, and `restore` promotes them again.
+ */
+export async function soleActiveAdmin(t: TestApp): Promise<{ admin: Account; restore(by?: Account): Promise<void> }> {
+	const admin = await signUpAdmin(t)
+	const list = await t.call('GET', '/api/users?role=admin&status=active&limit=100', { token: admin.accessToken })
+	expect(list.status).toBe(200)
+	expect(list.body.data.nextCursor).toBeNull()
+	const others = (list.body.data.items as Array<{ id: string; email: string; name: string }>).filter((user) => user.id !== admin.id)
+	const setRole = (user: { id: string; email: string; name: string }, role: string, by: Account) =>
+		t.call('PUT', `/api/users/${user.id}`, { json: { email: user.email, name: user.name, role }, token: by.accessToken })
+	for (const other of others) expect((await setRole(other, 'user', admin)).status).toBe(200)
+	return {
+		admin,
+		async restore(by = admin) {
+			for (const other of others) expect((await setRole(other, 'admin', by)).status).toBe(200)
+		},
+	}
+}
