@@ -12,3 +12,7 @@ declare module '*.data' {
 	const path: string
 	export default path
 }
+declare module '*.tar.gz' {
+	const path: string
+	export default path
+}

@@ -3,11 +3,15 @@ import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core'
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite'
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js'
 import { mkdirSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import postgres from 'postgres'
 // PGlite's runtime files, embedded in the compiled binary so it runs from an empty folder.
 import initdbWasmPath from '../../node_modules/@electric-sql/pglite/dist/initdb.wasm' with { type: 'file' }
 import fsBundlePath from '../../node_modules/@electric-sql/pglite/dist/pglite.data' with { type: 'file' }
 import pgliteWasmPath from '../../node_modules/@electric-sql/pglite/dist/pglite.wasm' with { type: 'file' }
+import pgTrgmBundlePath from '../../node_modules/@electric-sql/pglite/dist/pg_trgm.tar.gz' with { type: 'file' }
+import { pathToFileURL } from 'node:url'
 import type { Config } from '../config/env'
 import * as schema from './schema'
 
@@ -29,6 +33,17 @@ const compilePgliteWasm = () =>
 		Bun.file(pgliteWasmPath).arrayBuffer().then((bytes) => WebAssembly.compile(bytes)),
 		Bun.file(initdbWasmPath).arrayBuffer().then((bytes) => WebAssembly.compile(bytes)),
 	]))
+
+/**
+ * PGlite reads extension bundles with node:fs streams, which cannot see the
+ * files embedded in a compiled binary; copy the bundle to the temp folder once.
+ */
+async function pgTrgmBundleOnDisk(): Promise<string> {
+	const bytes = await Bun.file(pgTrgmBundlePath).bytes()
+	const target = join(tmpdir(), `latchkey-pg_trgm-${new Bun.CryptoHasher('sha256').update(bytes).digest('hex').slice(0, 16)}.tar.gz`)
+	if (!(await Bun.file(target).exists())) await Bun.write(target, bytes)
+	return target
+}
 
 export async function openDatabase(config: Config['database']): Promise<DatabaseHandle> {
 	if (config.kind === 'postgres') {
@@ -56,6 +71,8 @@ export async function openDatabase(config: Config['database']): Promise<Database
 	const [pgliteWasmModule, initdbWasmModule] = await compilePgliteWasm()
 	const client = await PGlite.create({
 		dataDir: config.dataDir,
+		// pg_trgm (trigram indexes for the `q` search), from the embedded bundle rather than a path beside the module.
+		extensions: { pg_trgm: { name: 'pg_trgm', setup: async () => ({ bundlePath: pathToFileURL(await pgTrgmBundleOnDisk()) }) } },
 		pgliteWasmModule,
 		initdbWasmModule,
 		fsBundle: Bun.file(fsBundlePath),

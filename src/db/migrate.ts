@@ -4,6 +4,8 @@ import m0000 from '../../drizzle/0000_init.sql' with { type: 'text' }
 import m0001 from '../../drizzle/0001_session_pairs.sql' with { type: 'text' }
 import m0002 from '../../drizzle/0002_audit_events.sql' with { type: 'text' }
 import m0003 from '../../drizzle/0003_audit_append_only.sql' with { type: 'text' }
+import m0004 from '../../drizzle/0004_pg_trgm.sql' with { type: 'text' }
+import m0005 from '../../drizzle/0005_search_indexes.sql' with { type: 'text' }
 import type { Database } from './client'
 
 /**
@@ -15,6 +17,8 @@ const MIGRATION_SQL: Record<string, string> = {
 	'0001_session_pairs': m0001,
 	'0002_audit_events': m0002,
 	'0003_audit_append_only': m0003,
+	'0004_pg_trgm': m0004,
+	'0005_search_indexes': m0005,
 }
 
 export interface Migration {

@@ -26,6 +26,9 @@ export const users = pgTable(
 		// Keyset pagination on the default sort: (created_at, id) in either direction.
 		index('users_created_at_id_idx').on(table.createdAt, table.id),
 		index('users_role_created_at_idx').on(table.role, table.createdAt, table.id),
+		// Trigram indexes: `q` (a substring of email or name) without reading every row.
+		index('users_email_trgm_idx').using('gin', sql`${table.email} gin_trgm_ops`),
+		index('users_name_trgm_idx').using('gin', sql`${table.name} gin_trgm_ops`),
 		check('users_email_normalised', sql`${table.email} = lower(btrim(${table.email})) and ${table.email} <> ''`),
 		check('users_role_valid', sql`${table.role} in ('user', 'admin')`),
 		check('users_status_valid', sql`${table.status} in ('active', 'deactivated')`),
