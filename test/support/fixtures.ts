@@ -66,3 +66,28 @@ export async function soleActiveAdmin(t: TestApp): Promise<{ admin: Account; res
 		},
 	}
 }
+
+const ISO_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
+
+/** The whole body of a successful login or refresh, for a default-configured app. */
+export const tokenEnvelope = (user: { id: string; email: string; name: string }, message: string) => ({
+	data: {
+		accessToken: expect.any(String),
+		refreshToken: expect.any(String),
+		tokenType: 'Bearer',
+		expiresIn: 900,
+		refreshExpiresIn: 2_592_000,
+		user: {
+			id: user.id,
+			email: user.email,
+			name: user.name,
+			role: 'user',
+			status: 'active',
+			createdAt: expect.stringMatching(ISO_UTC),
+			updatedAt: expect.stringMatching(ISO_UTC),
+			deactivatedAt: null,
+		},
+	},
+	message,
+	errors: [],
+})
