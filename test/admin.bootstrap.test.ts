@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -10,6 +10,9 @@ import { PasswordHasher } from '../src/modules/auth/password'
 import { ensureBootstrapAdmin } from '../src/modules/users/bootstrap'
 import { startTestApp, type TestApp } from './support/app'
 import { login, uniqueEmail } from './support/fixtures'
+
+// Each file sets its own default: bun applies setDefaultTimeout to the file that calls it.
+setDefaultTimeout(30_000)
 
 const ENTRY = join(import.meta.dir, '..', 'src', 'index.ts')
 const ADMIN_PASSWORD = 'bootstrap passphrase 9f3k'

@@ -1,8 +1,11 @@
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { sql } from 'drizzle-orm'
 import { startTestApp, type TestApp } from './support/app'
 import { createTestDatabase } from './support/database'
 import { PASSWORD, signUp, signUpAdmin, uniqueEmail, type Account } from './support/fixtures'
+
+// Each file sets its own default: bun applies setDefaultTimeout to the file that calls it.
+setDefaultTimeout(30_000)
 
 let t: TestApp
 let admin: Account

@@ -1,8 +1,11 @@
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { SignJWT, createRemoteJWKSet, exportPKCS8, exportSPKI, generateKeyPair, jwtVerify } from 'jose'
 import { startTestApp, type TestApp } from './support/app'
 import { createTestDatabase, type TestDatabase } from './support/database'
 import { jwtHeader, jwtPayload, signUp } from './support/fixtures'
+
+// Each file sets its own default: bun applies setDefaultTimeout to the file that calls it.
+setDefaultTimeout(30_000)
 
 let database: TestDatabase
 beforeAll(async () => {

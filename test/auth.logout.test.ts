@@ -1,6 +1,9 @@
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { problem, startTestApp, type CallOptions, type TestApp } from './support/app'
 import { login, signUp, type Account } from './support/fixtures'
+
+// Each file sets its own default: bun applies setDefaultTimeout to the file that calls it.
+setDefaultTimeout(30_000)
 
 const INVALID_TOKEN_CHALLENGE = 'Bearer realm="latchkey", error="invalid_token"'
 const LOGGED_OUT = { data: null, message: 'Logged out', errors: [] }

@@ -1,6 +1,9 @@
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { problem, startTestApp, type CallResult, type TestApp } from './support/app'
 import { jwtPayload, login, signUp, type Account, tokenEnvelope } from './support/fixtures'
+
+// Each file sets its own default: bun applies setDefaultTimeout to the file that calls it.
+setDefaultTimeout(30_000)
 
 const REFUSED_REFRESH = 'The refresh token is invalid, expired or revoked'
 const REFUSED_ACCESS = 'The access token is invalid, expired or revoked'

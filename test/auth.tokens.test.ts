@@ -1,9 +1,12 @@
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { eq } from 'drizzle-orm'
 import { SignJWT, type JWTPayload } from 'jose'
 import { users } from '../src/db/schema'
 import { problem, startTestApp, type CallResult, type TestApp } from './support/app'
 import { jwtHeader, jwtPayload, signUp, type Account } from './support/fixtures'
+
+// Each file sets its own default: bun applies setDefaultTimeout to the file that calls it.
+setDefaultTimeout(30_000)
 
 const INVALID_TOKEN_CHALLENGE = 'Bearer realm="latchkey", error="invalid_token"'
 const REFUSED = problem('invalid-token', 401, '/api/users/me', 'The access token is invalid, expired or revoked')

@@ -3,12 +3,15 @@
  * empty folder and run with a bare environment (no Bun, no node_modules),
  * then called over TCP. Run with `bun test ./test/binary.e2e.ts` after building.
  */
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { copyFileSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import packageJson from '../package.json'
 import { createTestDatabase, TEST_DATABASE_URL, type TestDatabase } from './support/database'
+
+// Each file sets its own default: bun applies setDefaultTimeout to the file that calls it.
+setDefaultTimeout(30_000)
 
 const BUILT = join(import.meta.dir, '..', 'dist', 'latchkey')
 let folder: string

@@ -1,7 +1,10 @@
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { createClient, type LatchkeyClient } from '../src/client'
 import { startTestApp, type TestApp } from './support/app'
 import { jwtPayload, PASSWORD, uniqueEmail } from './support/fixtures'
+
+// Each file sets its own default: bun applies setDefaultTimeout to the file that calls it.
+setDefaultTimeout(30_000)
 
 let t: TestApp
 let api: LatchkeyClient

@@ -2,7 +2,7 @@ import { describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { join } from 'node:path'
 import { ConfigError, EnvSchema, loadConfig } from '../src/config/env'
 
-// Two tests start the service as a process.
+// Each file sets its own default: bun applies setDefaultTimeout to the file that calls it.
 setDefaultTimeout(30_000)
 
 const problemsOf = (env: Record<string, string>) => {

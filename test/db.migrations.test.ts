@@ -1,4 +1,4 @@
-import { describe, expect, test } from 'bun:test'
+import { describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { readdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { sql } from 'drizzle-orm'
@@ -6,6 +6,9 @@ import journal from '../drizzle/meta/_journal.json'
 import { openDatabase } from '../src/db/client'
 import { bundledMigrations, migrate } from '../src/db/migrate'
 import { createTestDatabase, TEST_DATABASE_URL } from './support/database'
+
+// Each file sets its own default: bun applies setDefaultTimeout to the file that calls it.
+setDefaultTimeout(30_000)
 
 const rowsOf = (result: unknown) => ((result as { rows?: unknown[] }).rows ?? (result as unknown[])) as Record<string, unknown>[]
 

@@ -1,9 +1,12 @@
-import { describe, expect, test } from 'bun:test'
+import { describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { openDatabase } from '../src/db/client'
 import { problem, startTestApp } from './support/app'
 import { TEST_DATABASE_URL, createTestDatabase } from './support/database'
 import { PASSWORD, uniqueEmail } from './support/fixtures'
 import { TcpProxy } from './support/tcp-proxy'
+
+// Each file sets its own default: bun applies setDefaultTimeout to the file that calls it.
+setDefaultTimeout(30_000)
 
 /** A port on which nothing listens: bind one, note it, close it. */
 function closedPort(): number {

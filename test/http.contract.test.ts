@@ -1,7 +1,10 @@
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { createApp } from '../src/app'
 import { createLogger } from '../src/log'
 import { call, problem, startTestApp, type TestApp } from './support/app'
+
+// Each file sets its own default: bun applies setDefaultTimeout to the file that calls it.
+setDefaultTimeout(30_000)
 
 let t: TestApp
 beforeAll(async () => {

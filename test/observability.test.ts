@@ -1,7 +1,10 @@
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { problem, startTestApp, type TestApp } from './support/app'
 import { createTestDatabase, type TestDatabase } from './support/database'
 import { PASSWORD, signUpAdmin, uniqueEmail } from './support/fixtures'
+
+// Each file sets its own default: bun applies setDefaultTimeout to the file that calls it.
+setDefaultTimeout(30_000)
 
 const METRICS_TOKEN = 'metrics-token-for-tests-0123456789'
 let database: TestDatabase

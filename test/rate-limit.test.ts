@@ -1,9 +1,12 @@
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { createLogger } from '../src/log'
 import { RedisCounterStore } from '../src/http/counters'
 import { problem, startTestApp, type TestApp } from './support/app'
 import { createTestDatabase, type TestDatabase } from './support/database'
 import { PASSWORD, uniqueEmail } from './support/fixtures'
+
+// Each file sets its own default: bun applies setDefaultTimeout to the file that calls it.
+setDefaultTimeout(30_000)
 
 /** Set (CI sets it) to also prove that two instances share one budget through Redis. */
 const TEST_REDIS_URL = process.env.TEST_REDIS_URL?.trim() || undefined

@@ -1,7 +1,10 @@
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { problem, startTestApp, type CallResult, type TestApp } from './support/app'
 import { signUp, signUpAdmin, uniqueEmail, type Account } from './support/fixtures'
 import { seedUsers } from './support/seed'
+
+// Each file sets its own default: bun applies setDefaultTimeout to the file that calls it.
+setDefaultTimeout(30_000)
 
 const SEEDED = 250
 /** Unique to this run, so that `q` finds the seeded users and no one else. */

@@ -1,11 +1,6 @@
-import { setDefaultTimeout } from 'bun:test'
 import postgres from 'postgres'
 import { openDatabase, type DatabaseHandle } from '../../src/db/client'
 import { migrate } from '../../src/db/migrate'
-
-// Starting an embedded PostgreSQL, creating a database or a binary takes seconds on a small machine;
-// every test file imports this module, so the default applies to all of them.
-setDefaultTimeout(30_000)
 
 /** Set to run every suite against real PostgreSQL instead of the embedded PGlite. */
 export const TEST_DATABASE_URL = process.env.TEST_DATABASE_URL?.trim() || undefined
