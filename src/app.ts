@@ -1,7 +1,5 @@
 import { cors } from '@elysiajs/cors'
-import { swagger } from '@elysiajs/swagger'
 import { Elysia } from 'elysia'
-import packageJson from '../package.json'
 import type { Config } from './config/env'
 import type { DatabaseHandle } from './db/client'
 import { authGuard } from './http/auth'
@@ -16,6 +14,7 @@ import type { Logger } from './log'
 import { auditModule } from './modules/audit'
 import { AuditLog } from './modules/audit/service'
 import { authModule } from './modules/auth'
+import { docs } from './modules/docs'
 import type { TokenKeys } from './modules/auth/keys'
 import { LoginLockout } from './modules/auth/lockout'
 import { PasswordHasher } from './modules/auth/password'
@@ -113,22 +112,7 @@ export function createApp({ config, database, keys, log, counters }: AppDeps) {
 		.use(problemHandler(log, routeTable, config.rateLimit.windowSeconds))
 		.use(rateLimits({ config: config.rateLimit, store, clientAddress, onRefused: (budget) => metrics.refused(budget) }))
 		.onStop(() => store.close())
-		.use(
-			config.docsEnabled
-				? swagger({
-						path: DOCS_PATH,
-						specPath: `${DOCS_PATH}/json`,
-						documentation: {
-							info: {
-								title: 'Latchkey',
-								version: packageJson.version,
-								description: 'Accounts and authentication: sign-up, login, token refresh with rotation, logout, admin.',
-							},
-						},
-						scalarConfig: { spec: { url: `${DOCS_PATH}/json` } },
-					})
-				: new Elysia({ name: 'docs-disabled' }),
-		)
+		.use(docs({ enabled: config.docsEnabled, path: DOCS_PATH }))
 		.use(jwks(keys))
 		.use(config.metrics.enabled ? metricsRoute(metrics, config.metrics.token) : new Elysia({ name: 'metrics-disabled' }))
 		.use(api)

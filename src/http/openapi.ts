@@ -1,5 +1,5 @@
 import { t } from 'elysia'
-import { PROBLEM_KINDS, PROBLEM_TYPE_BASE } from './problem'
+import { PROBLEM_KINDS, PROBLEM_TYPE_BASE, type FieldError, type Problem, type ProblemKind } from './problem'
 
 export const FieldErrorSchema = t.Object({
 	pointer: t.String({ description: 'JSON Pointer (as a URI fragment) to the invalid member', examples: ['#/email'] }),
@@ -9,7 +9,7 @@ export const FieldErrorSchema = t.Object({
 
 export const ProblemSchema = t.Object(
 	{
-		type: t.String({ format: 'uri', examples: [`${PROBLEM_TYPE_BASE}validation-error`] }),
+		type: t.String({ format: 'uri', description: 'stable URI of the kind of problem', examples: [`${PROBLEM_TYPE_BASE}validation-error`] }),
 		title: t.String({ examples: ['Validation failed'] }),
 		status: t.Integer({ examples: [422] }),
 		detail: t.String({ examples: ['1 field is invalid'] }),
@@ -26,9 +26,110 @@ export const ProblemSchema = t.Object(
 export const Envelope = <T extends Parameters<typeof t.Object>[0][string]>(data: T) =>
 	t.Object({ data, message: t.String(), errors: t.Array(t.Never(), { maxItems: 0 }) })
 
-type Status = (typeof PROBLEM_KINDS)[keyof typeof PROBLEM_KINDS]['status']
+/** The bearer scheme of `components.securitySchemes`, and the requirement protected operations carry. */
+export const BEARER_SCHEME = 'bearerAuth'
+export const bearerSecurityScheme = {
+	type: 'http',
+	scheme: 'bearer',
+	bearerFormat: 'JWT',
+	description: 'An access token from `POST /api/auth/login` or `POST /api/auth/refresh`: `Authorization: Bearer <accessToken>`.',
+} as const
 
-/** Response schemas for the problems a route can answer with, keyed by status. */
-export function problemResponses<S extends Status>(...statuses: S[]): Record<S, typeof ProblemSchema> {
-	return Object.fromEntries(statuses.map((status) => [status, ProblemSchema])) as Record<S, typeof ProblemSchema>
+/** Vendor extension on a problem response: the problem kinds it stands for, turned into examples in the document. */
+export const PROBLEM_TYPES_EXTENSION = 'x-problem-types'
+
+type Kinds = typeof PROBLEM_KINDS
+type Status = Kinds[ProblemKind]['status']
+type StatusOf<A> = A extends ProblemKind ? Kinds[A]['status'] : A
+
+/** What a bare status stands for on a route: the generic kinds of that status. */
+const KINDS_OF_STATUS: Record<Status, ProblemKind[]> = {
+	400: ['bad-request'],
+	401: ['unauthorized', 'invalid-token'],
+	403: ['forbidden'],
+	404: ['not-found'],
+	405: ['method-not-allowed'],
+	406: ['not-acceptable'],
+	409: ['conflict'],
+	413: ['payload-too-large'],
+	415: ['unsupported-media-type'],
+	422: ['validation-error'],
+	429: ['rate-limited'],
+	500: ['internal-error'],
+	503: ['service-unavailable'],
+}
+
+/**
+ * Response schemas for the problems a route can answer with, keyed by status.
+ * Each argument is a status (its generic kinds, e.g. 401: no token or a
+ * refused one) or a problem kind (`'email-taken'`); kinds of one status share
+ * its schema, and the document shows an example of each.
+ */
+export function problemResponses<const A extends ReadonlyArray<Status | ProblemKind>>(
+	...answers: A
+): Record<StatusOf<A[number]>, typeof ProblemSchema> {
+	const kindsByStatus = new Map<number, Set<ProblemKind>>()
+	for (const answer of answers) {
+		const kinds = typeof answer === 'number' ? KINDS_OF_STATUS[answer as Status] : [answer as ProblemKind]
+		for (const kind of kinds) {
+			const status = PROBLEM_KINDS[kind].status
+			kindsByStatus.set(status, (kindsByStatus.get(status) ?? new Set()).add(kind))
+		}
+	}
+	return Object.fromEntries(
+		[...kindsByStatus].map(([status, kinds]) => [
+			status,
+			t.Object(ProblemSchema.properties, { description: PROBLEM_KINDS[[...kinds][0] as ProblemKind].title, [PROBLEM_TYPES_EXTENSION]: [...kinds] }),
+		]),
+	) as Record<StatusOf<A[number]>, typeof ProblemSchema>
+}
+
+/** When each kind of problem happens: the reference in the document's description, and its examples. */
+export const PROBLEM_DESCRIPTIONS: Record<ProblemKind, { when: string; detail: string; errors?: FieldError[] }> = {
+	'bad-request': { when: 'the body is not valid JSON, or the query cannot be read', detail: 'The request body is not valid JSON' },
+	unauthorized: { when: 'no bearer token was sent to a route that needs one', detail: 'Send an access token: Authorization: Bearer <token>' },
+	'invalid-token': {
+		when: 'the access token is malformed, badly signed or expired, or its session was revoked; or the refresh token is unknown, expired, revoked or reused',
+		detail: 'The access token is invalid, expired or revoked',
+	},
+	'invalid-credentials': {
+		when: 'login with a wrong password, an unknown email or a deactivated account: one answer for all three',
+		detail: 'The email or password is incorrect',
+	},
+	forbidden: { when: 'signed in, but not allowed to do this (an admin-only route, another user’s account, a role change)', detail: 'You are not allowed to do this' },
+	'not-found': { when: 'no such route, or no such resource', detail: 'The requested resource does not exist' },
+	'method-not-allowed': { when: 'the path exists but not with this method; `Allow` lists the methods', detail: 'PATCH is not allowed here; use GET, PUT, DELETE' },
+	'not-acceptable': { when: '`Accept` admits neither application/json nor application/problem+json', detail: 'This API only produces application/json and application/problem+json' },
+	'email-taken': { when: 'the email is already registered (deactivated accounts included)', detail: 'An account with this email already exists' },
+	'last-admin': { when: 'the change would leave no active admin', detail: 'The last active admin can be neither deactivated nor demoted' },
+	conflict: { when: 'the request conflicts with the current state of the resource', detail: 'The request conflicts with the current state' },
+	'payload-too-large': { when: 'the body exceeds `BODY_LIMIT_BYTES`', detail: 'The request body exceeds 65536 bytes' },
+	'unsupported-media-type': { when: 'a body was sent with a Content-Type other than application/json', detail: 'Send the request body as application/json' },
+	'validation-error': {
+		when: 'the body, query or path does not match the schema, or a value breaks a rule (password policy); `errors` names each field',
+		detail: '1 field is invalid',
+		errors: [{ pointer: '#/email', detail: 'must be an email address', code: 'format' }],
+	},
+	'rate-limited': { when: 'the client’s request budget is spent; `Retry-After` says when to retry', detail: 'Too many requests; try again in 42 seconds' },
+	'login-locked': {
+		when: 'too many failed logins for this email; `Retry-After` says when it unlocks, right password or not',
+		detail: 'Too many failed logins for this account; try again later',
+	},
+	'internal-error': { when: 'an unexpected error; the body carries only the request id, the log has the rest', detail: 'An internal error occurred (request id 0193f1c2-7a5e-7c3b-9d2e-5f6a7b8c9d0e)' },
+	'service-unavailable': { when: 'the database is unreachable; `Retry-After` says when to retry', detail: 'The database is unreachable; try again shortly' },
+}
+
+/** An example problem document of one kind, as a route at `instance` would send it. */
+export function problemExample(kind: ProblemKind, instance: string): Problem {
+	const { status, title } = PROBLEM_KINDS[kind]
+	const { detail, errors = [] } = PROBLEM_DESCRIPTIONS[kind]
+	const body: Problem = { type: PROBLEM_TYPE_BASE + kind, title, status, detail, instance, data: null, message: detail, errors }
+	return kind === 'internal-error' ? { ...body, requestId: '0193f1c2-7a5e-7c3b-9d2e-5f6a7b8c9d0e' } : body
+}
+
+/** The problem types as a Markdown list, for the document's description. */
+export function problemTypesList(): string {
+	return (Object.keys(PROBLEM_KINDS) as ProblemKind[])
+		.map((kind) => `- \`${PROBLEM_TYPE_BASE}${kind}\` — **${PROBLEM_KINDS[kind].status} ${PROBLEM_KINDS[kind].title}**: ${PROBLEM_DESCRIPTIONS[kind].when}.`)
+		.join('\n')
 }

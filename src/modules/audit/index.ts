@@ -22,6 +22,6 @@ export const auditModule = ({ audit, guard }: { audit: AuditLog; guard: ReturnTy
 			auth: 'admin',
 			query: AuditModel.listQuery,
 			response: { 200: Envelope(AuditModel.page), ...problemResponses(400, 401, 403, 422, 429) },
-			detail: { summary: 'Security events, newest first (admins)' },
+			detail: { operationId: 'listAuditEvents', summary: 'Security events, newest first (admins)' },
 		},
 	)

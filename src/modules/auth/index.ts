@@ -42,8 +42,12 @@ export const authModule = ({ auth, guard, clientAddress, jwt }: AuthModuleDeps) 
 				envelope(await tokenResponse(await auth.login(body.email, body.password, client)), 'Logged in'),
 			{
 				body: AuthModel.login,
-				response: { 200: Envelope(AuthModel.tokens), ...problemResponses(400, 401, 415, 422, 429) },
+				response: {
+					200: Envelope(AuthModel.tokens),
+					...problemResponses(400, 'invalid-credentials', 415, 422, 'rate-limited', 'login-locked'),
+				},
 				detail: {
+					operationId: 'login',
 					summary: 'Log in with email and password',
 					description:
 						'Wrong password, unknown email and a deactivated account all get the same 401, in about the same time.',
@@ -57,8 +61,9 @@ export const authModule = ({ auth, guard, clientAddress, jwt }: AuthModuleDeps) 
 				envelope(await tokenResponse(await auth.refresh(body.refreshToken, client)), 'Tokens refreshed'),
 			{
 				body: AuthModel.refresh,
-				response: { 200: Envelope(AuthModel.tokens), ...problemResponses(400, 401, 415, 422, 429) },
+				response: { 200: Envelope(AuthModel.tokens), ...problemResponses(400, 'invalid-token', 415, 422, 429) },
 				detail: {
+					operationId: 'refresh',
 					summary: 'Exchange a refresh token for a new pair (rotation)',
 					description:
 						'The presented refresh token stops working. Presenting an already rotated token again revokes the whole session, except for a retry within the grace interval.',
@@ -76,7 +81,11 @@ export const authModule = ({ auth, guard, clientAddress, jwt }: AuthModuleDeps) 
 				auth: 'user',
 				body: AuthModel.logout,
 				response: { 200: Envelope(t.Null()), ...problemResponses(400, 401, 415, 422, 429) },
-				detail: { summary: 'Revoke this session, the others, or all' },
+				detail: {
+					operationId: 'logout',
+					summary: 'Revoke this session, the others, or all',
+					description: 'The revoked sessions’ access and refresh tokens are refused from that moment on.',
+				},
 			},
 		)
 

@@ -11,7 +11,7 @@ export const health = (database: DatabaseHandle) =>
 	new Elysia({ name: 'health', prefix: '/health', detail: { tags: ['Health'] } })
 		.get('', () => envelope({ status: 'ok' as const }, 'Service is up'), {
 			response: { 200: Health },
-			detail: { summary: 'Liveness: the process is up', security: [] },
+			detail: { operationId: 'health', summary: 'Liveness: the process is up', security: [] },
 		})
 		.get(
 			'/ready',
@@ -25,7 +25,7 @@ export const health = (database: DatabaseHandle) =>
 			},
 			{
 				response: { 200: Health, ...problemResponses(503) },
-				detail: { summary: 'Readiness: the database answers', security: [] },
+				detail: { operationId: 'ready', summary: 'Readiness: the database answers', security: [] },
 			},
 		)
 

@@ -42,10 +42,14 @@ export const usersModule = ({ users, guard, db, audit, clientAddress }: UsersMod
 			{
 				optionalAuth: true,
 				body: UserModel.create,
-				response: { 201: UserEnvelope, ...problemResponses(400, 401, 403, 409, 413, 415, 422, 429) },
+				response: { 201: UserEnvelope, ...problemResponses(400, 'invalid-token', 403, 'email-taken', 413, 415, 422, 429) },
 				detail: {
+					operationId: 'createUser',
 					summary: 'Sign up, or (as an admin) create an account',
-					description: 'Open to anyone while sign-up is enabled; admins always. Only admins may set `role`.',
+					description:
+						'Open to anyone while sign-up is enabled; admins (with their token) always. Only admins may set `role`. `Location` names the new account.',
+					// A token is optional: without one this is a sign-up.
+					security: [{}, { bearerAuth: [] }],
 				},
 			},
 		)
@@ -60,14 +64,18 @@ export const usersModule = ({ users, guard, db, audit, clientAddress }: UsersMod
 				auth: 'admin',
 				query: UserModel.listQuery,
 				response: { 200: Envelope(UserModel.page), ...problemResponses(400, 401, 403, 422, 429) },
-				detail: { summary: 'List accounts (admins): keyset pagination, filters and sorts' },
+				detail: {
+					operationId: 'listUsers',
+					summary: 'List accounts (admins): keyset pagination, filters and sorts',
+					description: 'A `Link` header with `rel="next"` points at the next page while there is one.',
+				},
 			},
 		)
 		.get('/:id', async ({ params, caller }) => envelope(toUserResource(await users.get(targetUserId(params.id, caller))), 'User'), {
 			auth: 'self',
 			params: UserModel.idParams,
 			response: { 200: UserEnvelope, ...problemResponses(401, 403, 404, 422, 429) },
-			detail: { summary: 'Read an account (the user themself, or an admin)' },
+			detail: { operationId: 'getUser', summary: 'Read an account (the user themself, or an admin)' },
 		})
 		.put(
 			'/:id',
@@ -77,8 +85,9 @@ export const usersModule = ({ users, guard, db, audit, clientAddress }: UsersMod
 				auth: 'self',
 				params: UserModel.idParams,
 				body: UserModel.replace,
-				response: { 200: UserEnvelope, ...problemResponses(400, 401, 403, 404, 409, 413, 415, 422, 429) },
+				response: { 200: UserEnvelope, ...problemResponses(400, 401, 403, 404, 'email-taken', 'last-admin', 413, 415, 422, 429) },
 				detail: {
+					operationId: 'replaceUser',
 					summary: 'Replace the editable fields of an account',
 					description:
 						'`currentPassword` is required when users change their own email or password. Only admins may change `role` or `status`. A new password revokes the other sessions.',
@@ -92,8 +101,9 @@ export const usersModule = ({ users, guard, db, audit, clientAddress }: UsersMod
 			{
 				auth: 'self',
 				params: UserModel.idParams,
-				response: { 200: UserEnvelope, ...problemResponses(401, 403, 404, 409, 422, 429) },
+				response: { 200: UserEnvelope, ...problemResponses(401, 403, 404, 'last-admin', 422, 429) },
 				detail: {
+					operationId: 'deactivateUser',
 					summary: 'Deactivate an account (never deletes it)',
 					description: 'Revokes every session at once; the email stays reserved. Repeating it returns the same user.',
 				},
@@ -110,7 +120,7 @@ export const usersModule = ({ users, guard, db, audit, clientAddress }: UsersMod
 				auth: 'self',
 				params: UserModel.idParams,
 				response: { 200: Envelope(t.Object({ items: t.Array(UserModel.session) })), ...problemResponses(401, 403, 404, 422, 429) },
-				detail: { summary: "List an account's active sessions" },
+				detail: { operationId: 'listSessions', summary: "List an account's active sessions" },
 			},
 		)
 		.delete(
@@ -125,7 +135,7 @@ export const usersModule = ({ users, guard, db, audit, clientAddress }: UsersMod
 				auth: 'self',
 				params: UserModel.sessionParams,
 				response: { 200: Envelope(UserModel.session), ...problemResponses(401, 403, 404, 422, 429) },
-				detail: { summary: 'Revoke one session of an account' },
+				detail: { operationId: 'revokeSession', summary: 'Revoke one session of an account' },
 			},
 		)
 

@@ -1,0 +1,254 @@
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import createClient from 'openapi-fetch'
+import openapiTS, { astToString } from 'openapi-typescript'
+import packageJson from '../package.json'
+import { PROBLEM_KINDS } from '../src/http/problem'
+import { startTestApp, type TestApp } from './support/app'
+import { PASSWORD, uniqueEmail } from './support/fixtures'
+
+// Each file sets its own default: bun applies setDefaultTimeout to the file that calls it.
+setDefaultTimeout(30_000)
+
+// The document is free-form JSON: walked member by member, so `any` rather than a copy of the OpenAPI types.
+type Json = Record<string, any>
+
+const DOCS_PATHS = new Set(['/api/docs', '/api/docs/json', '/api/docs/scalar.js'])
+const METHODS = ['get', 'put', 'post', 'delete', 'patch']
+
+let t: TestApp
+let document: Json
+
+/** The document, read with app.handle: it names `password` fields, which `t.call` refuses to see in any response. */
+async function fetchDocument(app: TestApp['app']) {
+	return app.handle(new Request('http://localhost/api/docs/json'))
+}
+
+const operations = () =>
+	Object.entries(document.paths as Record<string, Json>).flatMap(([path, item]) =>
+		METHODS.filter((method) => item[method]).map((method) => ({ path, method, operation: item[method] as Json })),
+	)
+
+/** The security that applies to an operation: its own, else the document's. */
+const securityOf = (operation: Json): Json[] => operation.security ?? document.security ?? []
+
+const openApiPath = (path: string) => path.replace(/:([^/]+)/g, '{$1}')
+
+beforeAll(async () => {
+	t = await startTestApp()
+	const response = await fetchDocument(t.app)
+	expect(response.status).toBe(200)
+	document = (await response.json()) as Json
+})
+afterAll(() => t.close())
+
+describe('the OpenAPI document', () => {
+	test('is OpenAPI 3 with the version of package.json and a bearer scheme', () => {
+		expect(document.openapi).toMatch(/^3\./)
+		expect(document.info.version).toBe(packageJson.version)
+		expect(document.components.securitySchemes.bearerAuth).toMatchObject({ type: 'http', scheme: 'bearer', bearerFormat: 'JWT' })
+	})
+
+	test('describes every problem type in its description', () => {
+		for (const kind of Object.keys(PROBLEM_KINDS)) expect(document.info.description).toContain(`https://latchkey.dev/problems/${kind}`)
+	})
+
+	test('lists every route of the app', () => {
+		const routes = t.app.routes.filter((route) => route.method !== 'OPTIONS' && !DOCS_PATHS.has(route.path))
+		expect(routes.length).toBeGreaterThan(10)
+		for (const route of routes) expect({ route: `${route.method} ${route.path}`, documented: document.paths[openApiPath(route.path)]?.[route.method.toLowerCase()] !== undefined }).toEqual({ route: `${route.method} ${route.path}`, documented: true })
+		const documented = operations().map(({ method, path }) => `${method} ${path}`)
+		expect(documented.sort()).toEqual(routes.map((route) => `${route.method.toLowerCase()} ${openApiPath(route.path)}`).sort())
+	})
+
+	test('gives each operation a summary, a tag, a unique id, a success and problem+json problems with examples', () => {
+		const ids = new Set<string>()
+		for (const { path, method, operation } of operations()) {
+			const where = `${method} ${path}`
+			expect({ where, summary: typeof operation.summary }).toEqual({ where, summary: 'string' })
+			expect(operation.tags?.length ?? 0).toBeGreaterThan(0)
+			expect(ids.has(operation.operationId)).toBe(false)
+			ids.add(operation.operationId)
+			const statuses = Object.keys(operation.responses)
+			const successes = statuses.filter((status) => status.startsWith('2'))
+			expect({ where, successes: successes.length > 0 }).toEqual({ where, successes: true })
+			for (const status of successes) expect(Object.keys(operation.responses[status].content ?? {})).toEqual(['application/json'])
+			const problems = statuses.filter((status) => Number(status) >= 400)
+			expect(problems).toContain('500')
+			for (const status of problems) {
+				const response = operation.responses[status]
+				expect({ where, status, types: Object.keys(response.content) }).toEqual({ where, status, types: ['application/problem+json'] })
+				const examples = Object.values(response.content['application/problem+json'].examples ?? {}) as Json[]
+				expect(examples.length).toBeGreaterThan(0)
+				for (const example of examples)
+					expect(example.value).toMatchObject({ status: Number(status), type: expect.stringMatching(/^https:\/\/latchkey\.dev\/problems\//), data: null, errors: expect.any(Array) })
+			}
+			if (operation.requestBody) expect(Object.keys(operation.requestBody.content)).toEqual(['application/json'])
+		}
+	})
+
+	test('marks protected operations with the bearer scheme and public ones with none', () => {
+		for (const { path, method, operation } of operations()) {
+			const security = securityOf(operation)
+			const where = `${method} ${path}`
+			if (security.length === 0) continue
+			expect({ where, bearer: security.some((requirement) => 'bearerAuth' in requirement) }).toEqual({ where, bearer: true })
+		}
+		expect(securityOf(document.paths['/api/auth/login'].post)).toEqual([])
+		expect(securityOf(document.paths['/api/users/{id}'].get)).toEqual([{ bearerAuth: [] }])
+	})
+
+	test('is right about which operations need a token: without one, protected ones answer 401', async () => {
+		for (const { path, method, operation } of operations()) {
+			const security = securityOf(operation)
+			const required = security.length > 0 && !security.some((requirement) => Object.keys(requirement).length === 0)
+			const concrete = path.replace('{id}', 'me').replace(/\{[^}]+\}/g, crypto.randomUUID())
+			const body = operation.requestBody?.required ? exampleOf(operation.requestBody.content['application/json'].schema) : undefined
+			const res = await t.call(method.toUpperCase(), concrete, body === undefined ? {} : { json: body })
+			const where = `${method} ${path}`
+			if (required) expect({ where, status: res.status, type: res.body.type }).toEqual({ where, status: 401, type: 'https://latchkey.dev/problems/unauthorized' })
+			else expect({ where, unauthorized: res.body?.type === 'https://latchkey.dev/problems/unauthorized' }).toEqual({ where, unauthorized: false })
+		}
+	})
+})
+
+describe('the docs', () => {
+	test('are off in production: the page and the document are 404 problems', async () => {
+		const production = await startTestApp({ NODE_ENV: 'production' })
+		try {
+			for (const path of ['/api/docs', '/api/docs/json', '/api/docs/scalar.js']) {
+				const res = await production.call('GET', path)
+				expect(res.status).toBe(404)
+				expect(res.headers.get('content-type')).toStartWith('application/problem+json')
+				expect(res.body).toMatchObject({ type: 'https://latchkey.dev/problems/not-found', status: 404, instance: path })
+			}
+		} finally {
+			await production.close()
+		}
+	})
+
+	test('are on in production with DOCS_ENABLED=true', async () => {
+		const production = await startTestApp({ NODE_ENV: 'production', DOCS_ENABLED: 'true' })
+		try {
+			const json = await fetchDocument(production.app)
+			expect(json.status).toBe(200)
+			expect(((await json.json()) as Json).info.version).toBe(packageJson.version)
+			const page = await production.app.handle(new Request('http://localhost/api/docs'))
+			expect(page.status).toBe(200)
+			expect(page.headers.get('content-type')).toStartWith('text/html')
+		} finally {
+			await production.close()
+		}
+	})
+
+	test('serve the page with its script from this service, cacheable', async () => {
+		const page = await t.app.handle(new Request('http://localhost/api/docs'))
+		const html = await page.text()
+		const src = /<script src="([^"]+)"/.exec(html)?.[1]
+		expect(src).toStartWith('/api/docs/scalar.js')
+		expect(html).not.toContain('cdn.jsdelivr.net')
+		const script = await t.app.handle(new Request(`http://localhost${src}`))
+		expect(script.status).toBe(200)
+		expect(script.headers.get('content-type')).toContain('javascript')
+		expect(script.headers.get('cache-control')).toContain('max-age=31536000')
+		expect((await script.text()).length).toBeGreaterThan(100_000)
+	})
+})
+
+describe('a client generated from the document', () => {
+	let server: ReturnType<TestApp['app']['listen']> | undefined
+	let folder: string
+
+	beforeAll(() => {
+		folder = mkdtempSync(join(tmpdir(), 'latchkey-openapi-'))
+	})
+	afterAll(async () => {
+		await server?.stop()
+		rmSync(folder, { recursive: true, force: true })
+	})
+
+	test('completes the user flow: sign up, log in, read me, update, refresh, log out', async () => {
+		// Types generated now, from this very document: they exist for the reader, not the runtime.
+		const types = astToString(await openapiTS(document as Parameters<typeof openapiTS>[0]))
+		await Bun.write(join(folder, 'latchkey.d.ts'), types)
+		for (const id of ['login', 'refresh', 'logout', 'createUser', 'getUser', 'replaceUser']) expect(types).toContain(`${id}: {`)
+		expect(types).toContain('"/api/auth/login"')
+
+		server = t.app.listen({ port: 0, hostname: '127.0.0.1' })
+		const port = server.server?.port
+		expect(port).toBeGreaterThan(0)
+		// `any`: the paths type exists only in the file written above, after compile time.
+		const client = createClient<any>({ baseUrl: `http://127.0.0.1:${port}` })
+		const email = uniqueEmail('openapi')
+
+		const created = await client.POST('/api/users', { body: { email, password: PASSWORD, name: 'Ada Lovelace' } })
+		expect(created.response.status).toBe(201)
+		expect(created.response.headers.get('location')).toBe(`/api/users/${created.data.data.id}`)
+		expect(created.data).toMatchObject({ data: { email, name: 'Ada Lovelace', role: 'user', status: 'active' }, message: 'User created', errors: [] })
+		expectDocumented('/api/users', 'post', 201, created.data)
+
+		const loggedIn = await client.POST('/api/auth/login', { body: { email, password: PASSWORD } })
+		expect(loggedIn.response.status).toBe(200)
+		expect(loggedIn.data.data).toMatchObject({ tokenType: 'Bearer', user: { id: created.data.data.id } })
+		expectDocumented('/api/auth/login', 'post', 200, loggedIn.data)
+		const auth = (token: string) => ({ Authorization: `Bearer ${token}` })
+
+		const me = await client.GET('/api/users/{id}', { params: { path: { id: 'me' } }, headers: auth(loggedIn.data.data.accessToken) })
+		expect(me.response.status).toBe(200)
+		expect(me.data.data).toEqual(created.data.data)
+		expectDocumented('/api/users/{id}', 'get', 200, me.data)
+
+		const updated = await client.PUT('/api/users/{id}', {
+			params: { path: { id: 'me' } },
+			body: { email, name: 'Augusta Ada King' },
+			headers: auth(loggedIn.data.data.accessToken),
+		})
+		expect(updated.response.status).toBe(200)
+		expect(updated.data.data).toMatchObject({ id: created.data.data.id, name: 'Augusta Ada King' })
+
+		const wrong = await client.POST('/api/auth/login', { body: { email, password: 'not the password at all' } })
+		expect(wrong.response.status).toBe(401)
+		expect(wrong.response.headers.get('content-type')).toStartWith('application/problem+json')
+		expect(wrong.error).toMatchObject({ type: 'https://latchkey.dev/problems/invalid-credentials', status: 401, data: null })
+		const documented401 = document.paths['/api/auth/login'].post.responses['401'].content['application/problem+json'].examples
+		expect(Object.keys(documented401)).toContain('invalid-credentials')
+
+		const refreshed = await client.POST('/api/auth/refresh', { body: { refreshToken: loggedIn.data.data.refreshToken } })
+		expect(refreshed.response.status).toBe(200)
+		expect(refreshed.data.data.refreshToken).not.toBe(loggedIn.data.data.refreshToken)
+		expect(refreshed.data.data.user.name).toBe('Augusta Ada King')
+
+		const loggedOut = await client.POST('/api/auth/logout', { body: { scope: 'local' }, headers: auth(refreshed.data.data.accessToken) })
+		expect(loggedOut.response.status).toBe(200)
+		expect(loggedOut.data).toEqual({ data: null, message: 'Logged out', errors: [] })
+
+		const after = await client.GET('/api/users/{id}', { params: { path: { id: 'me' } }, headers: auth(refreshed.data.data.accessToken) })
+		expect(after.response.status).toBe(401)
+		expect(after.error).toMatchObject({ type: 'https://latchkey.dev/problems/invalid-token', status: 401 })
+	})
+})
+
+/** The documented success schema's required members are all in the body, recursively through objects. */
+function expectDocumented(path: string, method: string, status: number, body: unknown) {
+	const schema = document.paths[path][method].responses[String(status)].content['application/json'].schema
+	const check = (node: Json, value: unknown, at: string) => {
+		if (node.type !== 'object' || typeof value !== 'object' || value === null) return
+		for (const name of node.required ?? []) {
+			expect({ at, name, present: name in value }).toEqual({ at, name, present: true })
+			if (node.properties?.[name]) check(node.properties[name], (value as Json)[name], `${at}/${name}`)
+		}
+	}
+	check(schema, body, '#')
+}
+
+/** A body built from a schema's examples: enough for a request to get past validation. */
+function exampleOf(schema: Json): unknown {
+	if (schema.examples?.length) return schema.examples[0]
+	if (schema.type === 'object')
+		return Object.fromEntries((schema.required ?? []).map((name: string) => [name, exampleOf(schema.properties?.[name] ?? {})]))
+	if (schema.anyOf?.length) return exampleOf(schema.anyOf[0])
+	if (schema.const !== undefined) return schema.const
+	return schema.type === 'integer' || schema.type === 'number' ? 1 : 'example'
+}
