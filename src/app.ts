@@ -9,7 +9,7 @@ import { requestLogging } from './http/logging'
 import { Metrics, metricsRoute } from './http/metrics'
 import { rateLimits } from './http/rate-limit'
 import { problemHandler, type RouteTable } from './http/problem'
-import { security } from './http/security'
+import { requestChecks, responseHeaders } from './http/security'
 import type { Logger } from './log'
 import { auditModule } from './modules/audit'
 import { AuditLog } from './modules/audit/service'
@@ -103,10 +103,12 @@ export function createApp({ config, database, keys, log, counters }: AppDeps) {
 		.use(auditModule({ audit, guard }))
 
 	const app = new Elysia({ name: 'latchkey', normalize: false })
-		// CORS first, so that even a refused request carries the headers a browser needs to read the problem.
+		// Headers every response carries (the preflight too), then CORS, so that even a refused request
+		// carries what a browser needs to read the problem, then the request checks.
+		.use(responseHeaders({ htmlPaths: new Set([DOCS_PATH]) }))
 		.use(corsFor(config.cors.origins))
 		.use(
-			security({ bodyLimitBytes: config.bodyLimitBytes, htmlPaths: new Set([DOCS_PATH]), textPaths: new Set(['/metrics']) }),
+			requestChecks({ bodyLimitBytes: config.bodyLimitBytes, htmlPaths: new Set([DOCS_PATH]), textPaths: new Set(['/metrics']) }),
 		)
 		.use(requestLogging(log, metrics.observeRequest))
 		.use(problemHandler(log, routeTable, config.rateLimit.windowSeconds))

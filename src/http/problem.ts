@@ -1,6 +1,6 @@
 import { Elysia, t, ValidationError } from 'elysia'
 import type { Logger } from '../log'
-import { isDatabaseUnavailable } from '../db/client'
+import { isDatabaseUnavailable, sqlState } from '../db/client'
 import { addDraftFields } from './rate-limit'
 
 /** Problem types are stable URIs: the same for a kind of problem on every route and deployment. */
@@ -188,6 +188,10 @@ function fieldOfSchema(schema: Record<string, unknown>): string {
 	return typeof schema['x-field'] === 'string' ? `/${schema['x-field']}` : ''
 }
 
+/** A date-time query parameter; the year must be 0001–9999, what PostgreSQL and JavaScript both hold. */
+export const queryDateTime = (description?: string) =>
+	t.String({ format: 'date-time', pattern: '^(?!0000)\\d{4}-', description, error: 'must be an ISO-8601 date-time between years 0001 and 9999' })
+
 /** An integer query parameter whose errors point at it by name. */
 export const queryInteger = (name: string, options: { minimum: number; maximum: number; default?: number }) =>
 	t.Integer({ ...options, 'x-field': name, error: `must be a whole number from ${options.minimum} to ${options.maximum}` })
@@ -248,6 +252,11 @@ export const problemHandler = (log: Logger, table: RouteTable, windowSeconds: nu
 				kind = 'not-found'
 				detail = `No route matches ${request.method} ${path}`
 			}
+		} else if (sqlState(error).code?.startsWith('22')) {
+			// A data exception: a value the database cannot store or compare. The input's fault, not ours.
+			kind = 'bad-request'
+			detail = 'The request contains a value that cannot be stored or compared'
+			log.warn({ requestId, code: sqlState(error).code }, 'data exception from the database')
 		} else if (isDatabaseUnavailable(error)) {
 			kind = 'service-unavailable'
 			detail = 'The database is unreachable; try again shortly'

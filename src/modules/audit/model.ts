@@ -1,5 +1,5 @@
 import { t } from 'elysia'
-import { queryInteger } from '../../http/problem'
+import { queryDateTime, queryInteger } from '../../http/problem'
 
 // A plain union of literals (t.UnionEnum would give the optional query filter a default value).
 const EventType = t.Union([
@@ -42,8 +42,8 @@ export namespace AuditModel {
 			cursor: t.Optional(t.String({ maxLength: 512 })),
 			userId: t.Optional(t.String({ format: 'uuid', description: 'events whose actor or subject is this user' })),
 			type: t.Optional(EventType),
-			occurredAfter: t.Optional(t.String({ format: 'date-time' })),
-			occurredBefore: t.Optional(t.String({ format: 'date-time' })),
+			occurredAfter: t.Optional(queryDateTime()),
+			occurredBefore: t.Optional(queryDateTime()),
 		},
 		{ additionalProperties: false },
 	)

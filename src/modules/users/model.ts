@@ -1,5 +1,5 @@
 import { t } from 'elysia'
-import { queryInteger } from '../../http/problem'
+import { queryDateTime, queryInteger } from '../../http/problem'
 
 const Role = t.Union([t.Literal('user'), t.Literal('admin')])
 const Status = t.Union([t.Literal('active'), t.Literal('deactivated')])
@@ -59,8 +59,8 @@ export namespace UserModel {
 			q: t.Optional(t.String({ minLength: 1, maxLength: 200, description: 'case-insensitive substring of email or name' })),
 			role: t.Optional(Role),
 			status: t.Optional(Status),
-			createdAfter: t.Optional(t.String({ format: 'date-time' })),
-			createdBefore: t.Optional(t.String({ format: 'date-time' })),
+			createdAfter: t.Optional(queryDateTime()),
+			createdBefore: t.Optional(queryDateTime()),
 			sort: t.Optional(
 				t.Union(
 					SORTS.map((sort) => t.Literal(sort)),

@@ -281,6 +281,7 @@ function decodeCursor(value: string, sort: Sort): Cursor {
 	}
 	const { s, k, i } = (parsed ?? {}) as Record<string, unknown>
 	if (s !== sort || typeof k !== 'string' || typeof i !== 'string' || !UUID.test(i)) throw invalid
-	if (!sort.endsWith('email') && Number.isNaN(Date.parse(k))) throw invalid
+	if (!sort.endsWith('email') && !/^(?!0000)\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/.test(k)) throw invalid
+	if (k.includes('\u0000')) throw invalid
 	return { sort, key: k, id: i }
 }
