@@ -289,12 +289,16 @@ describe('bad queries are refused, not ignored', () => {
 		expect(status.body).toEqual(validation([{ pointer: '#/status', code: 'enum', detail: 'must be one of "active", "deactivated"' }]))
 	})
 
-	test('a createdAfter that is not a date-time is 422', async () => {
-		const res = await list('?createdAfter=yesterday')
-		expect(res.status).toBe(422)
-		expect(res.body).toEqual(
-			validation([{ pointer: '#/createdAfter', code: 'format', detail: 'must be an ISO-8601 date-time with a time zone' }]),
-		)
+	test('a createdAfter that is not a date-time, or outside years 0001–9999, is 422', async () => {
+		for (const value of ['yesterday', '0000-01-01T00:00:00Z']) {
+			const res = await list(`?createdAfter=${value}`)
+			expect(res.status).toBe(422)
+			expect(res.body).toEqual(
+				validation([
+					{ pointer: '#/createdAfter', code: 'pattern', detail: 'must be an ISO-8601 date-time between years 0001 and 9999' },
+				]),
+			)
+		}
 	})
 
 	test('a garbage cursor is a 400 problem', async () => {
