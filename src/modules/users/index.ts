@@ -71,12 +71,20 @@ export const usersModule = ({ users, guard, db, audit, clientAddress }: UsersMod
 				},
 			},
 		)
-		.get('/:id', async ({ params, caller }) => envelope(toUserResource(await users.get(targetUserId(params.id, caller))), 'User'), {
-			auth: 'self',
-			params: UserModel.idParams,
-			response: { 200: UserEnvelope, ...problemResponses(401, 403, 404, 422, 429) },
-			detail: { operationId: 'getUser', summary: 'Read an account (the user themself, or an admin)' },
-		})
+		.get(
+			'/:id',
+			async ({ params, caller }) => {
+				const id = targetUserId(params.id, caller)
+				// The guard has just read the caller's own row; do not read it again.
+				return envelope(toUserResource(id === caller.user.id ? caller.user : await users.get(id)), 'User')
+			},
+			{
+				auth: 'self',
+				params: UserModel.idParams,
+				response: { 200: UserEnvelope, ...problemResponses(401, 403, 404, 422, 429) },
+				detail: { operationId: 'getUser', summary: 'Read an account (the user themself, or an admin)' },
+			},
+		)
 		.put(
 			'/:id',
 			async ({ params, body, caller, client }) =>
