@@ -1,6 +1,7 @@
 import { Elysia } from 'elysia'
 import type { authGuard } from '../../http/auth'
 import { Envelope, problemResponses } from '../../http/openapi'
+import { nextPageLink } from '../../http/pagination'
 import { envelope } from '../../http/problem'
 import { AuditModel } from './model'
 import type { AuditLog } from './service'
@@ -10,12 +11,7 @@ export const auditModule = ({ audit, guard }: { audit: AuditLog; guard: ReturnTy
 		'',
 		async ({ query, set }) => {
 			const page = await audit.list(query)
-			if (page.nextCursor) {
-				const params = new URLSearchParams()
-				for (const [key, value] of Object.entries(query)) if (value !== undefined && key !== 'cursor') params.set(key, String(value))
-				params.set('cursor', page.nextCursor)
-				set.headers.link = `</api/audit-events?${params}>; rel="next"`
-			}
+			if (page.nextCursor) set.headers.link = nextPageLink('/api/audit-events', query, page.nextCursor)
 			return envelope(page, 'Audit events')
 		},
 		{

@@ -2,6 +2,7 @@ import { Elysia, t } from 'elysia'
 import type { authGuard } from '../../http/auth'
 import { targetUserId } from '../../http/auth'
 import { Envelope, problemResponses } from '../../http/openapi'
+import { nextPageLink } from '../../http/pagination'
 import { envelope } from '../../http/problem'
 import { listActiveSessions, revokeSession } from '../auth/sessions'
 import { UserModel } from './model'
@@ -57,7 +58,7 @@ export const usersModule = ({ users, guard, db, audit, clientAddress }: UsersMod
 			'',
 			async ({ query, set }) => {
 				const page = await users.list(query)
-				if (page.nextCursor) set.headers.link = `<${nextPageUrl(query, page.nextCursor)}>; rel="next"`
+				if (page.nextCursor) set.headers.link = nextPageLink('/api/users', query, page.nextCursor)
 				return envelope({ ...page, items: page.items.map(toUserResource) }, 'Users')
 			},
 			{
@@ -148,10 +149,3 @@ export const usersModule = ({ users, guard, db, audit, clientAddress }: UsersMod
 		)
 
 
-function nextPageUrl(query: Record<string, unknown>, cursor: string): string {
-	const params = new URLSearchParams()
-	for (const [key, value] of Object.entries(query))
-		if (value !== undefined && key !== 'cursor') params.set(key, String(value))
-	params.set('cursor', cursor)
-	return `/api/users?${params}`
-}
