@@ -4,71 +4,27 @@
  * then called over TCP. Run with `bun test ./test/binary.e2e.ts` after building.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
-import { copyFileSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { readdirSync } from 'node:fs'
 import packageJson from '../package.json'
+import { bareEnv as bareEnvIn, binaryFolder, jsonPost as json, startBinary, type BinaryFolder } from './support/binary'
 import { createTestDatabase, TEST_DATABASE_URL, type TestDatabase } from './support/database'
 
 // Each file sets its own default: bun applies setDefaultTimeout to the file that calls it.
 setDefaultTimeout(30_000)
 
-const BUILT = join(import.meta.dir, '..', 'dist', 'latchkey')
+let at: BinaryFolder
 let folder: string
 let binary: string
 
 beforeAll(() => {
-	if (!existsSync(BUILT)) {
-		const build = Bun.spawnSync(['bun', 'run', 'build'], { cwd: join(import.meta.dir, '..') })
-		if (build.exitCode !== 0) throw new Error(`build failed: ${build.stderr.toString()}`)
-	}
-	folder = mkdtempSync(join(tmpdir(), 'latchkey-bin-'))
-	binary = join(folder, 'latchkey')
-	copyFileSync(BUILT, binary)
-	Bun.spawnSync(['chmod', '+x', binary])
+	at = binaryFolder()
+	folder = at.folder
+	binary = at.binary
 })
-afterAll(() => rmSync(folder, { recursive: true, force: true }))
+afterAll(() => at.remove())
 
-/** Only what an operator would set: no PATH to Bun, nothing inherited. */
-const bareEnv = (extra: Record<string, string>) => ({ HOME: folder, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...extra })
-
-interface Running {
-	base: string
-	process: ReturnType<typeof Bun.spawn>
-	output: () => string
-}
-
-async function start(env: Record<string, string>): Promise<Running> {
-	const child = Bun.spawn([binary], { cwd: folder, env: bareEnv(env), stdout: 'pipe', stderr: 'pipe' })
-	let output = ''
-	const decoder = new TextDecoder()
-	const reader = (child.stdout as ReadableStream<Uint8Array>).getReader()
-	const deadline = Date.now() + 60_000
-	while (Date.now() < deadline) {
-		const { value, done } = await reader.read()
-		if (done) break
-		output += decoder.decode(value)
-		const match = /"port":(\d+)/.exec(output)
-		if (match) {
-			void (async () => {
-				for (;;) {
-					const next = await reader.read()
-					if (next.done) break
-					output += decoder.decode(next.value)
-				}
-			})()
-			return { base: `http://127.0.0.1:${match[1]}`, process: child, output: () => output }
-		}
-	}
-	child.kill()
-	throw new Error(`the binary did not start: ${output}${await new Response(child.stderr as ReadableStream).text()}`)
-}
-
-const json = (body: unknown) => ({
-	method: 'POST',
-	headers: { 'content-type': 'application/json' },
-	body: JSON.stringify(body),
-})
+const bareEnv = (extra: Record<string, string>) => bareEnvIn(folder, extra)
+const start = (env: Record<string, string>) => startBinary(at, env)
 
 describe('the compiled binary', () => {
 	test('answers --version and --help without starting the server', () => {

@@ -1,0 +1,78 @@
+/**
+ * The shipped artifact for end-to-end tests: `dist/latchkey` (built when
+ * missing), copied alone into an empty folder and run with a bare
+ * environment, as an operator would run it.
+ */
+import { copyFileSync, existsSync, mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+
+const BUILT = join(import.meta.dir, '..', '..', 'dist', 'latchkey')
+
+export interface BinaryFolder {
+	folder: string
+	binary: string
+	remove(): void
+}
+
+/** A fresh folder holding only a copy of the binary. */
+export function binaryFolder(label = 'bin'): BinaryFolder {
+	if (!existsSync(BUILT)) {
+		const build = Bun.spawnSync(['bun', 'run', 'build'], { cwd: join(import.meta.dir, '..', '..') })
+		if (build.exitCode !== 0) throw new Error(`build failed: ${build.stderr.toString()}`)
+	}
+	const folder = mkdtempSync(join(tmpdir(), `latchkey-${label}-`))
+	const binary = join(folder, 'latchkey')
+	copyFileSync(BUILT, binary)
+	Bun.spawnSync(['chmod', '+x', binary])
+	return { folder, binary, remove: () => rmSync(folder, { recursive: true, force: true }) }
+}
+
+/** Only what an operator would set: no PATH to Bun, nothing inherited. */
+export const bareEnv = (folder: string, extra: Record<string, string>) => ({
+	HOME: folder,
+	PORT: '0',
+	HOST: '127.0.0.1',
+	LOG_LEVEL: 'info',
+	...extra,
+})
+
+export interface RunningBinary {
+	base: string
+	process: ReturnType<typeof Bun.spawn>
+	/** Everything written to stdout so far. */
+	output: () => string
+}
+
+/** Starts the binary and resolves once it logs its port (after migrations and key loading). */
+export async function startBinary(at: BinaryFolder, env: Record<string, string>, cwd = at.folder): Promise<RunningBinary> {
+	const child = Bun.spawn([at.binary], { cwd, env: bareEnv(at.folder, env), stdout: 'pipe', stderr: 'pipe' })
+	let output = ''
+	const decoder = new TextDecoder()
+	const reader = (child.stdout as ReadableStream<Uint8Array>).getReader()
+	const deadline = Date.now() + 60_000
+	while (Date.now() < deadline) {
+		const { value, done } = await reader.read()
+		if (done) break
+		output += decoder.decode(value)
+		const match = /"port":(\d+)/.exec(output)
+		if (match) {
+			void (async () => {
+				for (;;) {
+					const next = await reader.read()
+					if (next.done) break
+					output += decoder.decode(next.value)
+				}
+			})()
+			return { base: `http://127.0.0.1:${match[1]}`, process: child, output: () => output }
+		}
+	}
+	child.kill()
+	throw new Error(`the binary did not start: ${output}${await new Response(child.stderr as ReadableStream).text()}`)
+}
+
+export const jsonPost = (body: unknown, headers: Record<string, string> = {}) => ({
+	method: 'POST',
+	headers: { 'content-type': 'application/json', ...headers },
+	body: JSON.stringify(body),
+})
