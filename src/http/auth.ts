@@ -2,7 +2,7 @@ import { Elysia } from 'elysia'
 import type { Config } from '../config/env'
 import type { Database } from '../db/client'
 import type { TokenKeys } from '../modules/auth/keys'
-import { findCaller, type Caller } from '../modules/auth/sessions'
+import { callerFinder, type Caller } from '../modules/auth/sessions'
 import { accessTokens, verifyOptions } from '../modules/auth/tokens'
 import { AppError, Forbidden } from './problem'
 
@@ -41,6 +41,7 @@ export interface AuthGuardDeps {
  */
 export const authGuard = ({ db, keys, jwt }: AuthGuardDeps) => {
 	const options = verifyOptions(keys, jwt)
+	const findCaller = callerFinder(db)
 	type Verifier = { verify(token: string, options: object): Promise<false | Record<string, unknown>> }
 
 	/** The caller behind the request's bearer token; undefined when none was sent. */
@@ -54,7 +55,7 @@ export const authGuard = ({ db, keys, jwt }: AuthGuardDeps) => {
 		const { sub, sid, jti } = claims
 		if (typeof sub !== 'string' || typeof sid !== 'string' || typeof jti !== 'string' || !UUID.test(sid) || !UUID.test(sub))
 			throw refusedToken()
-		const caller = await findCaller(db, { sub, sid, jti })
+		const caller = await findCaller({ sub, sid, jti })
 		if (!caller) throw refusedToken()
 		return caller
 	}

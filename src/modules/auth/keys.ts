@@ -42,8 +42,10 @@ export async function loadTokenKeys(jwt: Config['jwt'], log: Logger): Promise<To
 			secret = Buffer.from(crypto.getRandomValues(new Uint8Array(48))).toString('base64url')
 			log.warn('JWT_SECRET is not set: using a random secret for this process; tokens will not survive a restart')
 		}
-		const key = new TextEncoder().encode(secret)
-		return { algorithm: 'HS256', kid: sha256Id(key), signingKey: key, verificationKey: key, jwks: { keys: [] } }
+		const bytes = new TextEncoder().encode(secret)
+		// Imported once: given raw bytes, jose would import the key again on every verify.
+		const key = await crypto.subtle.importKey('raw', bytes, { name: 'HMAC', hash: 'SHA-256' }, false, ['sign', 'verify'])
+		return { algorithm: 'HS256', kid: sha256Id(bytes), signingKey: key, verificationKey: key, jwks: { keys: [] } }
 	}
 	const algorithm = jwt.algorithm
 	const pem = await readSetting(jwt.privateKeyPem, jwt.privateKeyFile, 'JWT_PRIVATE_KEY')
