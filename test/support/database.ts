@@ -22,18 +22,33 @@ export async function createTestDatabase(): Promise<TestDatabase> {
 		await migrate(handle.db)
 		return { handle, drop: () => handle.close() }
 	}
-	const name = `latchkey_test_${Bun.randomUUIDv7().replaceAll('-', '').slice(-16)}`
-	const admin = postgres(TEST_DATABASE_URL, { max: 1, onnotice: () => {} })
-	await admin.unsafe(`create database ${name}`)
-	const url = new URL(TEST_DATABASE_URL)
-	url.pathname = `/${name}`
-	const handle = await openDatabase({ kind: 'postgres', url: url.toString(), poolMax: 10 })
+	const empty = await createEmptyTestDatabase(TEST_DATABASE_URL)
+	const handle = await openDatabase({ kind: 'postgres', url: empty.url, poolMax: 10 })
 	await migrate(handle.db)
 	return {
 		handle,
-		url: url.toString(),
+		url: empty.url,
 		drop: async () => {
 			await handle.close()
+			await empty.drop()
+		},
+	}
+}
+
+/**
+ * A new database on the server of `serverUrl`, not migrated, for tests that
+ * start the service against it and watch it migrate; dropped (connections
+ * and all) by `drop`.
+ */
+export async function createEmptyTestDatabase(serverUrl: string): Promise<{ url: string; drop(): Promise<void> }> {
+	const name = `latchkey_test_${Bun.randomUUIDv7().replaceAll('-', '').slice(-16)}`
+	const admin = postgres(serverUrl, { max: 1, onnotice: () => {} })
+	await admin.unsafe(`create database ${name}`)
+	const url = new URL(serverUrl)
+	url.pathname = `/${name}`
+	return {
+		url: url.toString(),
+		drop: async () => {
 			await admin.unsafe(`drop database if exists ${name} with (force)`)
 			await admin.end()
 		},
