@@ -90,6 +90,11 @@ describe('the /auth budget', () => {
 		const refused = await login()
 		expect(refused.status).toBe(429)
 		expect(refused.body.type).toBe('https://latchkey.dev/problems/rate-limited')
+		// The refusing budget's figures alone, not joined with the general budget's ("100, 2").
+		expect(refused.headers.get('ratelimit-limit')).toBe('2')
+		expect(refused.headers.get('ratelimit-remaining')).toBe('0')
+		expect(refused.headers.get('ratelimit-policy')).toBe('"default";q=2;w=60')
+		expect(refused.headers.get('ratelimit')).toMatch(/^"default";r=0;t=\d+$/)
 		const elsewhere = await t.call('GET', '/api/users/me', from('192.0.2.5'))
 		expect(elsewhere.status).toBe(401)
 		expect(elsewhere.headers.get('ratelimit-limit')).toBe('100')

@@ -93,17 +93,20 @@ export function rateLimits({ config, store, clientAddress, onRefused }: RateLimi
 			addDraftFields(set.headers, config.windowSeconds)
 			if (!(response instanceof Response) || !response.headers.has(REFUSED_MARKER)) return
 			onRefused?.(path.startsWith(AUTH_PREFIX) ? 'auth' : 'general')
-			const headers: Record<string, string> = { ...(set.headers as Record<string, string>) }
-			for (const [name, value] of response.headers) if (name !== REFUSED_MARKER) headers[name] = value
-			headers['content-type'] = 'application/problem+json'
+			// Merged case-insensitively: set.headers still holds the other budget's mixed-case values,
+			// which a plain object would keep beside the refusing budget's and Response would join.
+			const headers = new Headers(set.headers as Record<string, string>)
+			for (const [name, value] of response.headers) if (name !== REFUSED_MARKER) headers.set(name, value)
+			headers.set('content-type', 'application/problem+json')
 			const limits: Record<string, string | undefined> = {
-				'RateLimit-Limit': headers['ratelimit-limit'],
-				'RateLimit-Remaining': headers['ratelimit-remaining'],
-				'RateLimit-Reset': headers['ratelimit-reset'],
+				'RateLimit-Limit': headers.get('ratelimit-limit') ?? undefined,
+				'RateLimit-Remaining': headers.get('ratelimit-remaining') ?? undefined,
+				'RateLimit-Reset': headers.get('ratelimit-reset') ?? undefined,
 			}
 			addDraftFields(limits, config.windowSeconds)
-			Object.assign(headers, { 'ratelimit-policy': limits['RateLimit-Policy'], ratelimit: limits.RateLimit })
-			const retryAfter = headers['retry-after'] ?? String(config.windowSeconds)
+			if (limits['RateLimit-Policy']) headers.set('ratelimit-policy', limits['RateLimit-Policy'])
+			if (limits.RateLimit) headers.set('ratelimit', limits.RateLimit)
+			const retryAfter = headers.get('retry-after') ?? String(config.windowSeconds)
 			const body = problemBody('rate-limited', `Too many requests; try again in ${retryAfter} seconds`, path)
 			return new Response(JSON.stringify(body), { status: 429, headers })
 		})
