@@ -16,19 +16,22 @@ export function createLogger(level: LogLevel, destination?: DestinationStream): 
 		timestamp: pino.stdTimeFunctions.isoTime,
 		formatters: { level: (label: string) => ({ level: label }) },
 		redact: {
+			// Named parents, no leading `*`: a wildcard-first path makes pino run the redactor over every
+			// member of every line (~7% of an authenticated read's CPU); these cost nothing unless present.
 			paths: [
 				'password',
-				'*.password',
 				'currentPassword',
-				'*.currentPassword',
 				'token',
-				'*.token',
 				'accessToken',
 				'refreshToken',
-				'*.refreshToken',
 				'authorization',
-				'*.authorization',
+				'body.password',
+				'body.currentPassword',
+				'body.refreshToken',
+				'headers.authorization',
 				'headers.cookie',
+				'req.headers.authorization',
+				'req.headers.cookie',
 			],
 			censor: '[redacted]',
 		},

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
+import { createLogger } from '../src/log'
 import { problem, startTestApp, type TestApp } from './support/app'
 import { createTestDatabase, type TestDatabase } from './support/database'
 import { PASSWORD, signUpAdmin, uniqueEmail } from './support/fixtures'
@@ -45,6 +46,34 @@ describe('request logs', () => {
 		const everything = t.logs.join('\n')
 		for (const secret of [PASSWORD, newPassword, accessToken, refreshToken, refreshed.body.data.refreshToken, refreshed.body.data.accessToken, '$argon2'])
 			expect(everything).not.toContain(secret)
+	})
+
+	test('a secret passed to the logger by mistake is redacted where such values travel', () => {
+		const lines: string[] = []
+		const log = createLogger('info', { write: (line: string) => void lines.push(line) })
+		log.info(
+			{
+				password: 'p1',
+				accessToken: 'a1',
+				refreshToken: 'r1',
+				authorization: 'Bearer t1',
+				body: { password: 'p2', currentPassword: 'p3', refreshToken: 'r2' },
+				headers: { authorization: 'Bearer t2', cookie: 'c1' },
+				req: { headers: { authorization: 'Bearer t3', cookie: 'c2' } },
+			},
+			'mistake',
+		)
+		const [line] = lines.map((text) => JSON.parse(text))
+		expect(line).toMatchObject({
+			password: '[redacted]',
+			accessToken: '[redacted]',
+			refreshToken: '[redacted]',
+			authorization: '[redacted]',
+			body: { password: '[redacted]', currentPassword: '[redacted]', refreshToken: '[redacted]' },
+			headers: { authorization: '[redacted]', cookie: '[redacted]' },
+			req: { headers: { authorization: '[redacted]', cookie: '[redacted]' } },
+		})
+		for (const secret of ['p1', 'p2', 'p3', 'a1', 'r1', 'r2', 't1', 't2', 't3', 'c1', 'c2']) expect(lines[0]).not.toContain(`"${secret}"`)
 	})
 
 	test('LOG_LEVEL=warn leaves out the per-request lines', async () => {

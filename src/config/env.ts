@@ -57,6 +57,12 @@ export const EnvSchema = T.Object({
 		default: 2,
 		description: 'argon2id iterations (Bun default 2)',
 	}),
+	PASSWORD_HASH_NICENESS: T.Integer({
+		minimum: 0,
+		maximum: 19,
+		default: 10,
+		description: 'nice value of the hashing threads (Linux): they yield the cores to requests; 0 = normal priority',
+	}),
 	RATE_LIMIT_MAX: zeroOrMore(300, 'general request budget per client and window (`0`: off)'),
 	RATE_LIMIT_WINDOW_SECONDS: positive(60, 'rate-limit window'),
 	AUTH_RATE_LIMIT_MAX: zeroOrMore(10, 'budget on /auth/* per client, same window (`0`: off)'),
@@ -218,6 +224,7 @@ function toConfig(env: Env) {
 			minLength: env.PASSWORD_MIN_LENGTH,
 			memoryCost: env.PASSWORD_HASH_MEMORY_KIB,
 			timeCost: env.PASSWORD_HASH_TIME_COST,
+			niceness: env.PASSWORD_HASH_NICENESS,
 		},
 		rateLimit: {
 			max: env.RATE_LIMIT_MAX,
