@@ -115,6 +115,15 @@ describe('tokens refused with 401 and error="invalid_token"', () => {
 		expectRefused(await me(await sign({ claims: { iat: now() - 1200, exp: now() - 120 } })))
 	})
 
+	test('a token accepted while valid is refused once it expires: verified tokens are remembered only until exp', async () => {
+		// Valid for ~2 more seconds: 30 s of clock tolerance past an exp 28 s ago.
+		const token = await sign({ claims: { iat: now() - 600, exp: now() - 28 } })
+		expect((await me(token)).status).toBe(200)
+		expect((await me(token)).status).toBe(200)
+		await Bun.sleep(3_100)
+		expectRefused(await me(token))
+	})
+
 	test('a token not yet valid (nbf in the future) is refused', async () => {
 		expectRefused(await me(await sign({ claims: { nbf: now() + 120 } })))
 	})

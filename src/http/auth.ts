@@ -1,9 +1,10 @@
 import { Elysia } from 'elysia'
+import { LRUCache } from 'lru-cache'
 import type { Config } from '../config/env'
 import type { Database } from '../db/client'
 import type { TokenKeys } from '../modules/auth/keys'
 import { callerFinder, type Caller } from '../modules/auth/sessions'
-import { accessTokens, verifyOptions } from '../modules/auth/tokens'
+import { accessTokens, CLOCK_TOLERANCE_SECONDS, verifyOptions } from '../modules/auth/tokens'
 import { AppError, Forbidden } from './problem'
 
 /** Who may call a route: any signed-in account, admins only, or the account named by `:id` (and admins). */
@@ -11,6 +12,8 @@ export type AuthLevel = 'user' | 'admin' | 'self'
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 const REALM = 'Bearer realm="latchkey"'
+/** Verified access tokens kept per process (a few hundred bytes each). */
+const VERIFIED_TOKENS_KEPT = 10_000
 
 const missingToken = () =>
 	new AppError('unauthorized', 'Send an access token: Authorization: Bearer <token>', { headers: { 'www-authenticate': REALM } })
@@ -33,15 +36,25 @@ export interface AuthGuardDeps {
 }
 
 /**
- * The bearer guard. Verifies the token once per request (signature, alg,
- * typ, iss, aud, exp), then checks the session by primary key, and resolves
- * `caller` for the handler. Permissions are declared on routes:
+ * The bearer guard. Verifies the token (signature, alg, typ, iss, aud, exp;
+ * a verified token is remembered until it expires), then checks the session
+ * by primary key, and resolves `caller` for the handler. Permissions are declared on routes:
  * `{ auth: 'admin' }`, `{ auth: 'self' }`, `{ auth: 'user' }`, or
  * `{ optionalAuth: true }` where a token is welcome but not required.
  */
 export const authGuard = ({ db, keys, jwt }: AuthGuardDeps) => {
 	const options = verifyOptions(keys, jwt)
 	const findCaller = callerFinder(db)
+	// Signature checks cost more than the rest of an authenticated read; a token that passed one is
+	// remembered (by its exact text) until it expires, as API gateways do. Revocation is unaffected:
+	// the session is still read from the database on every request.
+	const verified = new LRUCache<string, Record<string, unknown>>({ max: VERIFIED_TOKENS_KEPT })
+	const remember = (token: string, claims: Record<string, unknown>) => {
+		// Until jose itself would refuse it: exp plus the same clock tolerance.
+		const ttl = ((claims.exp as number) + CLOCK_TOLERANCE_SECONDS) * 1000 - Date.now()
+		if (ttl > 0) verified.set(token, claims, { ttl })
+		return claims
+	}
 	type Verifier = { verify(token: string, options: object): Promise<false | Record<string, unknown>> }
 
 	/** The caller behind the request's bearer token; undefined when none was sent. */
@@ -50,8 +63,12 @@ export const authGuard = ({ db, keys, jwt }: AuthGuardDeps) => {
 		if (authorization === undefined || !/^Bearer\s+\S/i.test(authorization)) return undefined
 		const token = bearerToken(authorization)
 		if (!token) throw refusedToken()
-		const claims = await verifier.verify(token, options)
-		if (!claims) throw refusedToken()
+		let claims = verified.get(token)
+		if (!claims) {
+			const checked = await verifier.verify(token, options)
+			if (!checked) throw refusedToken()
+			claims = remember(token, checked)
+		}
 		const { sub, sid, jti } = claims
 		if (typeof sub !== 'string' || typeof sid !== 'string' || typeof jti !== 'string' || !UUID.test(sid) || !UUID.test(sub))
 			throw refusedToken()
