@@ -1,5 +1,6 @@
 import type { Server } from 'bun'
 import ipaddr from 'ipaddr.js'
+import { LRUCache } from 'lru-cache'
 
 export type ClientAddressResolver = (request: Request, server: Server<unknown> | null | undefined) => string | null
 
@@ -22,7 +23,13 @@ export function parseTrustedProxies(list: string[]): Range[] {
 	})
 }
 
-const canonical = (ip: string) => (ipaddr.isValid(ip) ? ipaddr.process(ip).toString() : null)
+// Parsing an address costs microseconds on every request; the same few peers come back all the time.
+const canonicalForms = new LRUCache<string, { ip: string | null }>({ max: 4096 })
+const canonical = (ip: string) => {
+	let known = canonicalForms.get(ip)
+	if (!known) canonicalForms.set(ip, (known = { ip: ipaddr.isValid(ip) ? ipaddr.process(ip).toString() : null }))
+	return known.ip
+}
 
 /**
  * The client's address: the socket peer, unless that peer is a trusted proxy;
