@@ -706,8 +706,9 @@ function forgeToken(spec: Extract<AuthSpec, { kind: 'forged' }>): string {
 	for (const name of ['iat', 'exp', 'nbf']) if (name in claims) claims[name] = time(claims[name])
 	const signingInput = `${b64url(spec.header)}.${b64url(claims)}`
 	if (spec.key === 'unsigned') return `${signingInput}.`
-	const key = spec.key === 'real' ? t.keys.signingKey : new TextEncoder().encode('not-the-key-not-the-key-not-the-key')
-	if (!(key instanceof Uint8Array)) throw new Error('the fuzz test forges HS256 tokens; run it with the default JWT_ALGORITHM')
+	const secret = spec.key === 'real' ? t.config.jwt.secret : 'not-the-key-not-the-key-not-the-key'
+	if (secret === undefined) throw new Error('the fuzz test forges HS256 tokens; run it with JWT_SECRET set')
+	const key = new TextEncoder().encode(secret)
 	return `${signingInput}.${new Bun.CryptoHasher('sha256', key).update(signingInput).digest('base64url')}`
 }
 
