@@ -195,9 +195,7 @@ async function superviseWorkers(count: number, keys: TokenKeys, log: Logger): Pr
 				...process.env,
 				[WORKER_MARK]: String(index + 1),
 				// A development secret made up by the primary must be the same in every worker.
-				...(keys.algorithm === 'HS256' && keys.signingKey instanceof Uint8Array
-					? { JWT_SECRET: new TextDecoder().decode(keys.signingKey) }
-					: {}),
+				...(keys.developmentSecret ? { JWT_SECRET: keys.developmentSecret } : {}),
 			},
 			stdio: ['ignore', 'inherit', 'inherit'],
 		}),

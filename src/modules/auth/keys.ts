@@ -12,6 +12,8 @@ export interface TokenKeys {
 	/** A key, or (asymmetric) a lookup by the token's `kid` among the current and previous public keys. */
 	verificationKey: Uint8Array | CryptoKey | ((header: { kid?: string; alg?: string }) => Promise<CryptoKey>)
 	jwks: { keys: JWK[] }
+	/** The random HS256 secret made up without JWT_SECRET (development), for WORKERS to share. */
+	developmentSecret?: string
 }
 
 export class KeyConfigError extends Error {}
@@ -38,14 +40,15 @@ async function readSetting(inline: string | undefined, file: string | undefined,
 export async function loadTokenKeys(jwt: Config['jwt'], log: Logger): Promise<TokenKeys> {
 	if (jwt.algorithm === 'HS256') {
 		let secret = jwt.secret
+		let developmentSecret: string | undefined
 		if (secret === undefined) {
-			secret = Buffer.from(crypto.getRandomValues(new Uint8Array(48))).toString('base64url')
+			secret = developmentSecret = Buffer.from(crypto.getRandomValues(new Uint8Array(48))).toString('base64url')
 			log.warn('JWT_SECRET is not set: using a random secret for this process; tokens will not survive a restart')
 		}
 		const bytes = new TextEncoder().encode(secret)
 		// Imported once: given raw bytes, jose would import the key again on every verify.
 		const key = await crypto.subtle.importKey('raw', bytes, { name: 'HMAC', hash: 'SHA-256' }, false, ['sign', 'verify'])
-		return { algorithm: 'HS256', kid: sha256Id(bytes), signingKey: key, verificationKey: key, jwks: { keys: [] } }
+		return { algorithm: 'HS256', kid: sha256Id(bytes), signingKey: key, verificationKey: key, jwks: { keys: [] }, developmentSecret }
 	}
 	const algorithm = jwt.algorithm
 	const pem = await readSetting(jwt.privateKeyPem, jwt.privateKeyFile, 'JWT_PRIVATE_KEY')
