@@ -27,6 +27,7 @@ describe('when the database is unreachable', () => {
 			const ready = await t.call('GET', '/api/health/ready')
 			expect(ready.status).toBe(503)
 			expect(ready.body).toEqual(problem('service-unavailable', 503, '/api/health/ready', 'The database does not answer'))
+			expect(ready.headers.get('retry-after')).toBe('5')
 
 			const live = await t.call('GET', '/api/health')
 			expect(live.status).toBe(200)

@@ -19,7 +19,7 @@ export const health = (database: DatabaseHandle) =>
 				try {
 					await withTimeout(database.ping(), 2000)
 				} catch {
-					throw new AppError('service-unavailable', 'The database does not answer')
+					throw new AppError('service-unavailable', 'The database does not answer', { headers: { 'retry-after': '5' } })
 				}
 				return envelope({ status: 'ok' as const }, 'Database answers')
 			},
