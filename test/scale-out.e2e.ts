@@ -19,6 +19,7 @@ import { bundledMigrations } from '../src/db/migrate'
 import { PROBLEM_TYPE_BASE } from '../src/http/problem'
 import { binaryFolder, jsonPost, startBinary, type BinaryFolder, type RunningBinary } from './support/binary'
 import { createEmptyTestDatabase, TEST_DATABASE_URL } from './support/database'
+import type { UserResource } from '../src/modules/users/model'
 
 // Each file sets its own default: bun applies setDefaultTimeout to the file that calls it.
 setDefaultTimeout(60_000)
@@ -32,13 +33,7 @@ const PASSWORD = 'a long enough passphrase'
 const run = Bun.randomUUIDv7().replaceAll('-', '').slice(-12)
 const ADMIN_EMAIL = `scale-admin-${run}@example.test`
 
-interface User {
-	id: string
-	email: string
-	name: string
-	role: string
-	status: string
-}
+type User = UserResource
 interface Tokens {
 	accessToken: string
 	refreshToken: string
