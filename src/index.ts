@@ -9,6 +9,7 @@ import { createLogger, type Logger } from './log'
 import { KeyConfigError, loadTokenKeys, type TokenKeys } from './modules/auth/keys'
 import { PasswordHasher } from './modules/auth/password'
 import { BootstrapError, createAdmin, ensureBootstrapAdmin } from './modules/users/bootstrap'
+import { isCompiledBinary } from './runtime'
 
 const HELP = `latchkey ${packageJson.version} — accounts and authentication over a JSON API
 
@@ -187,7 +188,7 @@ const WORKER_MARK = 'LATCHKEY_WORKER'
  */
 async function superviseWorkers(count: number, keys: TokenKeys, log: Logger): Promise<number> {
 	// In a compiled binary the entry is embedded: run the binary itself; otherwise `bun <script>`.
-	const command = Bun.main.startsWith('/$bunfs/') ? [process.execPath] : [process.execPath, Bun.main]
+	const command = isCompiledBinary ? [process.execPath] : [process.execPath, Bun.main]
 	const args = Bun.argv.slice(2)
 	const workers = Array.from({ length: count }, (_, index) =>
 		Bun.spawn([...command, ...args], {

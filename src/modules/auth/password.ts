@@ -1,5 +1,6 @@
 import { dictionary } from '@zxcvbn-ts/language-common'
 import type { FieldError } from '../../http/problem'
+import { isCompiledBinary } from '../../runtime'
 
 export const PASSWORD_MAX_LENGTH = 256
 
@@ -114,7 +115,7 @@ type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K>
  * From source the worker script sits beside this file. In the compiled binary it is a second entry
  * point (package.json "build"), embedded under the bundle's root, src/, where Bun resolves it by that path.
  */
-const WORKER_SCRIPT = import.meta.url.startsWith('file:///$bunfs/')
+const WORKER_SCRIPT = isCompiledBinary
 	? './modules/auth/hash-worker.ts'
 	: new URL('./hash-worker.ts', import.meta.url).href
 
