@@ -6,6 +6,7 @@ import m0002 from '../../drizzle/0002_audit_events.sql' with { type: 'text' }
 import m0003 from '../../drizzle/0003_audit_append_only.sql' with { type: 'text' }
 import m0004 from '../../drizzle/0004_pg_trgm.sql' with { type: 'text' }
 import m0005 from '../../drizzle/0005_search_indexes.sql' with { type: 'text' }
+import m0006 from '../../drizzle/0006_credentials_version.sql' with { type: 'text' }
 import type { Database } from './client'
 
 /**
@@ -19,6 +20,7 @@ const MIGRATION_SQL: Record<string, string> = {
 	'0003_audit_append_only': m0003,
 	'0004_pg_trgm': m0004,
 	'0005_search_indexes': m0005,
+	'0006_credentials_version': m0006,
 }
 
 export interface Migration {

@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm'
-import { check, index, jsonb, pgTable, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core'
+import { check, index, integer, jsonb, pgTable, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core'
 
 // IDs are UUIDv7 made by the application (Bun.randomUUIDv7), so PostgreSQL 15 and
 // the embedded PGlite (PostgreSQL 18) behave the same.
@@ -18,6 +18,9 @@ export const users = pgTable(
 		role: text('role', { enum: ['user', 'admin'] }).notNull().default('user'),
 		status: text('status', { enum: ['active', 'deactivated'] }).notNull().default('active'),
 		passwordHash: text('password_hash').notNull(),
+		// Bumped by every change of what signs the user in (password, email, status), so that a login
+		// that verified against an older state cannot start a session after the change (compare-and-swap).
+		credentialsVersion: integer('credentials_version').notNull().default(0),
 		...timestamps,
 		deactivatedAt: timestamp('deactivated_at', { withTimezone: true, precision: 3 }),
 	},
