@@ -3,12 +3,12 @@ import { Elysia } from 'elysia'
 import type { Config } from './config/env'
 import type { DatabaseHandle } from './db/client'
 import { authGuard } from './http/auth'
-import { clientAddressResolver } from './http/client-ip'
+import { clientAddresses, type PeerAddress } from './http/client-ip'
 import { createCounterStore, type CounterStore } from './http/counters'
 import { requestLogging } from './http/logging'
-import { Metrics, metricsRoute } from './http/metrics'
+import { hasMetricsToken, Metrics, metricsRoute } from './http/metrics'
 import { rateLimits } from './http/rate-limit'
-import { problemHandler, type RouteTable } from './http/problem'
+import { problemHandler, unmatchedRoute, type RouteTable } from './http/problem'
 import { requestChecks, responseHeaders } from './http/security'
 import type { Logger } from './log'
 import { auditModule } from './modules/audit'
@@ -32,6 +32,8 @@ export interface AppDeps {
 	log: Logger
 	/** Rate-limit and lockout counters; made from config when not given. */
 	counters?: CounterStore
+	/** The socket peer of a request; only for tests under `app.handle`, which has no socket. */
+	peerAddress?: PeerAddress
 }
 
 export const DOCS_PATH = '/api/docs'
@@ -62,7 +64,7 @@ function corsFor(origins: string[]) {
 }
 
 /** The whole service as an Elysia app; `index.ts` listens, tests call `app.handle`. */
-export function createApp({ config, database, keys, log, counters }: AppDeps) {
+export function createApp({ config, database, keys, log, counters, peerAddress }: AppDeps) {
 	const store = counters ?? createCounterStore(config.rateLimit.redisUrl, log)
 	const routeTable: RouteTable = { routes: [] }
 	const { db } = database
@@ -92,32 +94,41 @@ export function createApp({ config, database, keys, log, counters }: AppDeps) {
 		reuseGraceSeconds: config.jwt.reuseGraceSeconds,
 	})
 	const guard = authGuard({ db, keys, jwt: config.jwt })
-	const clientAddress = clientAddressResolver(config.rateLimit.trustProxy)
+	// A scraper holding the metrics token is the operator's own; anyone else's /metrics request is budgeted.
+	const metricsToken = config.metrics.token
+	const isAuthorizedScrape = (request: Request) =>
+		metricsToken !== undefined && new URL(request.url).pathname === '/metrics' && hasMetricsToken(request.headers.get('authorization'), metricsToken)
 
 	// normalize: false everywhere, so that unknown query parameters are refused rather than silently dropped.
 	const api = new Elysia({ name: 'api', prefix: '/api', normalize: false })
 		.use(health(database))
 		.use(jwks(keys))
-		.use(usersModule({ users, guard, db, audit, clientAddress }))
-		.use(authModule({ auth, guard, clientAddress, jwt: config.jwt }))
+		.use(usersModule({ users, guard, db, audit }))
+		.use(authModule({ auth, guard, jwt: config.jwt }))
 		.use(auditModule({ audit, guard }))
 
 	const app = new Elysia({ name: 'latchkey', normalize: false })
 		// Headers every response carries (the preflight too), then CORS, so that even a refused request
 		// carries what a browser needs to read the problem, then the request checks.
 		.use(responseHeaders({ htmlPaths: new Set([DOCS_PATH]) }))
+		.use(clientAddresses(config.rateLimit.trustProxy, peerAddress))
 		.use(corsFor(config.cors.origins))
 		.use(
 			requestChecks({ bodyLimitBytes: config.bodyLimitBytes, htmlPaths: new Set([DOCS_PATH]), textPaths: new Set(['/metrics']) }),
 		)
 		.use(requestLogging(log, metrics.observeRequest))
+		// Before the problem handler: its error hook must count a refused request before the problem is answered.
+		.use(rateLimits({ config: config.rateLimit, store, exempt: isAuthorizedScrape, onRefused: (budget) => metrics.refused(budget) }))
 		.use(problemHandler(log, routeTable, config.rateLimit.windowSeconds))
-		.use(rateLimits({ config: config.rateLimit, store, clientAddress, onRefused: (budget) => metrics.refused(budget) }))
 		.onStop(() => store.close())
 		.use(docs({ enabled: config.docsEnabled, path: DOCS_PATH }))
 		.use(jwks(keys))
 		.use(config.metrics.enabled ? metricsRoute(metrics, config.metrics.token) : new Elysia({ name: 'metrics-disabled' }))
 		.use(api)
+		// Every path is a route, so that a 404 or 405 passes the rate limits like any other answer.
+		.all('/*', ({ request, path }) => {
+			throw unmatchedRoute(routeTable, request.method, path)
+		}, { detail: { hide: true } })
 	routeTable.routes = app.routes
 	return app
 }

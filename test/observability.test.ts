@@ -117,13 +117,24 @@ describe('GET /metrics', () => {
 		expect(text).toContain('latchkey_rate_limit_refusals_total')
 	})
 
-	test('counts rate-limit refusals', async () => {
-		const limited = await startTestApp({ METRICS_ENABLED: 'true', RATE_LIMIT_MAX: '1' }, database)
+	test('counts rate-limit refusals, and the refused request as a 429 in the request counter', async () => {
+		const limited = await startTestApp({ METRICS_TOKEN, RATE_LIMIT_MAX: '1' }, database)
 		await limited.call('GET', '/api/users/me')
-		await limited.call('GET', '/api/users/me')
+		expect((await limited.call('GET', '/api/users/me')).status).toBe(429)
 		await settle()
-		const text = (await limited.call('GET', '/metrics')).text
+		const text = (await limited.call('GET', '/metrics', { token: METRICS_TOKEN })).text
 		expect(text).toMatch(/latchkey_rate_limit_refusals_total\{budget="general"\} 1/)
+		expect(text).toMatch(/latchkey_http_requests_total\{method="GET",route="\/api\/users\/:id",status="429"\} 1/)
+		expect(text).not.toMatch(/latchkey_http_requests_total\{method="GET",route="\/api\/users\/:id",status="200"\}/)
+		expect(limited.logs.some((line) => line.includes('"status":429') && line.includes('"route":"/api/users/:id"'))).toBe(true)
+	})
+
+	test('a scrape without the metrics token counts against the general budget; one with it does not', async () => {
+		const limited = await startTestApp({ METRICS_TOKEN, RATE_LIMIT_MAX: '2' }, database)
+		for (let i = 0; i < 5; i++) expect((await limited.call('GET', '/metrics', { token: METRICS_TOKEN })).status).toBe(200)
+		expect((await limited.call('GET', '/metrics')).status).toBe(401)
+		expect((await limited.call('GET', '/metrics', { token: 'not-the-metrics-token' })).status).toBe(401)
+		expect((await limited.call('GET', '/metrics')).status).toBe(429)
 	})
 
 	test('is off unless enabled', async () => {

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
-import { problem, startTestApp, type TestApp } from './support/app'
+import { problem, startTestApp, TEST_PEER, type TestApp } from './support/app'
 import { jwtPayload, PASSWORD, signUp, signUpAdmin, type Account } from './support/fixtures'
 
 // Each file sets its own default: bun applies setDefaultTimeout to the file that calls it.
@@ -68,7 +68,8 @@ describe('GET /users/{id}/sessions', () => {
 			[
 				session(phone.sessionId, '2001:db8::42', 'SessionsTest/1.0 (phone)', false),
 				session(laptop.sessionId, '203.0.113.7', 'SessionsTest/1.0 (laptop)', true),
-				session(user.sessionId, null, null, false),
+				// Signed up with no X-Forwarded-For: the peer itself, the proxy, is the client.
+				session(user.sessionId, TEST_PEER, null, false),
 			].sort(byId),
 		)
 		for (const item of res.body.data.items as Session[])

@@ -72,6 +72,12 @@ export class Metrics {
 
 const digest = (value: string) => new Bun.CryptoHasher('sha256').update(value).digest()
 
+/** Whether an Authorization header carries the metrics token, compared in constant time. */
+export function hasMetricsToken(authorization: string | null | undefined, token: string): boolean {
+	const offered = /^Bearer (.+)$/.exec(authorization ?? '')?.[1] ?? ''
+	return timingSafeEqual(digest(offered), digest(token))
+}
+
 /**
  * GET /metrics (Prometheus text format), outside /api. Served only when
  * enabled; with METRICS_TOKEN it requires `Authorization: Bearer <token>`,
@@ -82,8 +88,7 @@ export const metricsRoute = (metrics: Metrics, token: string | undefined) =>
 		'/metrics',
 		async ({ headers, set }) => {
 			if (token !== undefined) {
-				const offered = /^Bearer (.+)$/.exec(headers.authorization ?? '')?.[1] ?? ''
-				if (!timingSafeEqual(digest(offered), digest(token)))
+				if (!hasMetricsToken(headers.authorization, token))
 					throw new AppError('unauthorized', 'Send the metrics token: Authorization: Bearer <token>', {
 						headers: { 'www-authenticate': 'Bearer realm="latchkey-metrics"' },
 					})

@@ -213,6 +213,16 @@ export function allowedMethods(table: RouteTable, path: string): string[] {
 	return [...methods].sort()
 }
 
+/** What a request that no route takes gets: 405 with Allow when the path has other methods, else 404. */
+export function unmatchedRoute(table: RouteTable, method: string, path: string): AppError {
+	const allow = allowedMethods(table, path)
+	if (allow.length > 0 && !allow.includes(method))
+		return new AppError('method-not-allowed', `${method} is not allowed here; use ${allow.join(', ')}`, {
+			headers: { allow: allow.join(', ') },
+		})
+	return new AppError('not-found', `No route matches ${method} ${path}`)
+}
+
 /**
  * The single error boundary: every thrown error, Elysia's own included,
  * leaves as problem+json. Anything unexpected is logged in full and answered
@@ -243,15 +253,10 @@ export const problemHandler = (log: Logger, table: RouteTable, windowSeconds: nu
 			kind = 'bad-request'
 			detail = 'The request body is not valid JSON'
 		} else if (code === 'NOT_FOUND') {
-			const allow = allowedMethods(table, path)
-			if (allow.length > 0 && !allow.includes(request.method)) {
-				kind = 'method-not-allowed'
-				detail = `${request.method} is not allowed here; use ${allow.join(', ')}`
-				headers = { allow: allow.join(', ') }
-			} else {
-				kind = 'not-found'
-				detail = `No route matches ${request.method} ${path}`
-			}
+			const unmatched = unmatchedRoute(table, request.method, path)
+			kind = unmatched.kind
+			detail = unmatched.detail
+			headers = unmatched.options.headers ?? {}
 		} else if (sqlState(error).code?.startsWith('22')) {
 			// A data exception: a value the database cannot store or compare. The input's fault, not ours.
 			kind = 'bad-request'

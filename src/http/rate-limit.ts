@@ -1,19 +1,30 @@
 import { Elysia } from 'elysia'
 import { rateLimit, type Context } from 'elysia-rate-limit'
 import type { Config } from '../config/env'
-import type { ClientAddressResolver } from './client-ip'
+import { clientOf } from './client-ip'
 import type { CounterStore } from './counters'
 import { problemBody } from './problem'
 
-/** Probes and the metrics scrape count against no budget. */
-const EXEMPT = new Set(['/api/health', '/api/health/', '/api/health/ready', '/metrics'])
+/** Probes count against no budget. */
+const PROBES = new Set(['/api/health', '/api/health/', '/api/health/ready'])
 const AUTH_PREFIX = '/api/auth/'
 // What the plugin answers when a budget is spent (it adds the RateLimit-* and
-// Retry-After headers to it); mapped to a problem+json response below.
+// Retry-After headers to it); turned into a problem+json response below.
 const REFUSED_MARKER = 'x-latchkey-rate-limited'
-const refused = () => new Response(null, { status: 429, headers: { [REFUSED_MARKER]: '1' } })
+type Budget = 'general' | 'auth'
+const refused = (budget: Budget) => new Response(null, { status: 429, headers: { [REFUSED_MARKER]: budget } })
 
 const pathOf = (request: Request) => new URL(request.url).pathname
+
+const hashing = new WeakSet<Request>()
+
+/**
+ * Charges a request to the stricter /auth budget although its path is not
+ * under /auth: anything that computes a password hash (sign-up, a PUT that
+ * sets or checks a password). Call it before the route's handler runs
+ * (a transform hook), so a refused request never reaches the hash.
+ */
+export const chargeAuthBudget = (request: Request) => void hashing.add(request)
 
 /** elysia-rate-limit's store interface over our shared counters (memory or Redis). */
 class CounterContext implements Context {
@@ -48,19 +59,27 @@ export function addDraftFields(headers: Record<string, unknown>, windowSeconds: 
 export interface RateLimitDeps {
 	config: Config['rateLimit']
 	store: CounterStore
-	clientAddress: ClientAddressResolver
+	/** Requests that count against no budget beyond the probes (an authenticated metrics scrape). */
+	exempt?: (request: Request) => boolean
 	/** Called for each refused request (metrics). */
-	onRefused?: (budget: 'general' | 'auth') => void
+	onRefused?: (budget: Budget) => void
 }
 
 /**
  * Per-client budgets with elysia-rate-limit: a general one on every route but
- * the probes, and a stricter one on /api/auth/*. The key is the client
- * address (socket peer, or X-Forwarded-For behind a trusted proxy).
+ * the probes, and a stricter one on /api/auth/* and on whatever hashes a
+ * password. The key is the client resolved by `clientAddresses` (socket
+ * peer, or X-Forwarded-For behind a trusted proxy; IPv6 per /64).
+ *
+ * Every request counts, whatever its answer: register this before the problem
+ * handler, so that the plugin's error hook counts requests refused with
+ * 400/422 (parse and validation run before the handler hooks), and let every
+ * path be a route (see `unmatchedRoute`) so 404s and 405s count as well.
  */
-export function rateLimits({ config, store, clientAddress, onRefused }: RateLimitDeps) {
+export function rateLimits({ config, store, exempt = () => false, onRefused }: RateLimitDeps) {
 	const durationMs = config.windowSeconds * 1000
-	const generator = (request: Request, server: Parameters<ClientAddressResolver>[1]) => clientAddress(request, server) ?? 'unknown'
+	const generator = (request: Request) => clientOf(request).key
+	const countsAgainstAuth = (request: Request) => hashing.has(request) || pathOf(request).startsWith(AUTH_PREFIX)
 	const app = new Elysia({ name: 'rate-limits', seed: config })
 	if (config.max > 0)
 		app.use(
@@ -71,8 +90,8 @@ export function rateLimits({ config, store, clientAddress, onRefused }: RateLimi
 				countFailedRequest: true,
 				generator,
 				context: new CounterContext(store, 'general'),
-				skip: (request) => EXEMPT.has(pathOf(request)),
-				errorResponse: refused(),
+				skip: (request) => PROBES.has(pathOf(request)) || exempt(request),
+				errorResponse: refused('general'),
 			}),
 		)
 	if (config.authMax > 0)
@@ -85,18 +104,23 @@ export function rateLimits({ config, store, clientAddress, onRefused }: RateLimi
 				countFailedRequest: true,
 				generator,
 				context: new CounterContext(store, 'auth'),
-				skip: (request) => !pathOf(request).startsWith(AUTH_PREFIX),
-				errorResponse: refused(),
+				skip: (request) => !countsAgainstAuth(request),
+				errorResponse: refused('auth'),
 			}),
 		)
-	return app.onAfterHandle({ as: 'global' }, ({ responseValue: response, set, path }) => {
-			addDraftFields(set.headers, config.windowSeconds)
-			if (!(response instanceof Response) || !response.headers.has(REFUSED_MARKER)) return
-			onRefused?.(path.startsWith(AUTH_PREFIX) ? 'auth' : 'general')
+	// mapResponse, not afterHandle: it also sees what the plugin's error hook answered.
+	return app
+		.onAfterHandle({ as: 'global' }, ({ set }) => addDraftFields(set.headers, config.windowSeconds))
+		.mapResponse({ as: 'global' }, ({ responseValue: response, set, request }) => {
+			const budget = response instanceof Response ? response.headers.get(REFUSED_MARKER) : null
+			// Handed back as it came: returning nothing drops the body of an error raised in onRequest (Elysia 1.4.30).
+			// (The hook's type wants a Response; any value handed back is answered as the handler's would be.)
+			if (budget === null) return response as Response
+			onRefused?.(budget as Budget)
 			// Merged case-insensitively: set.headers still holds the other budget's mixed-case values,
 			// which a plain object would keep beside the refusing budget's and Response would join.
 			const headers = new Headers(set.headers as Record<string, string>)
-			for (const [name, value] of response.headers) if (name !== REFUSED_MARKER) headers.set(name, value)
+			for (const [name, value] of (response as Response).headers) if (name !== REFUSED_MARKER) headers.set(name, value)
 			headers.set('content-type', 'application/problem+json')
 			const limits: Record<string, string | undefined> = {
 				'RateLimit-Limit': headers.get('ratelimit-limit') ?? undefined,
@@ -107,7 +131,9 @@ export function rateLimits({ config, store, clientAddress, onRefused }: RateLimi
 			if (limits['RateLimit-Policy']) headers.set('ratelimit-policy', limits['RateLimit-Policy'])
 			if (limits.RateLimit) headers.set('ratelimit', limits.RateLimit)
 			const retryAfter = headers.get('retry-after') ?? String(config.windowSeconds)
-			const body = problemBody('rate-limited', `Too many requests; try again in ${retryAfter} seconds`, path)
+			const body = problemBody('rate-limited', `Too many requests; try again in ${retryAfter} seconds`, pathOf(request))
+			// The status the log line and latchkey_http_requests_total read.
+			set.status = 429
 			return new Response(JSON.stringify(body), { status: 429, headers })
 		})
 }

@@ -17,6 +17,13 @@ export const TEST_ENV: Record<string, string> = {
 	LOG_LEVEL: 'debug',
 }
 
+/**
+ * The socket peer every `app.handle` request seems to come from (there is no socket): a proxy
+ * inside the 10.0.0.0/8 that tests list in TRUST_PROXY when they want X-Forwarded-For read.
+ * Tests of real client addresses run the binary and bind sockets to 127.0.0.x (rate-limit.e2e.ts).
+ */
+export const TEST_PEER = '10.0.0.1'
+
 export interface CallOptions {
 	json?: unknown
 	body?: RequestInit['body']
@@ -45,14 +52,14 @@ export interface TestApp {
 export async function startTestApp(
 	env: Record<string, string> = {},
 	database?: TestDatabase,
-	extra: Pick<AppDeps, 'counters'> = {},
+	extra: Pick<AppDeps, 'counters' | 'peerAddress'> = {},
 ): Promise<TestApp> {
 	const db = database ?? (await createTestDatabase())
 	const config = loadConfig({ ...TEST_ENV, ...env })
 	const logs: string[] = []
 	const log = createLogger(config.logLevel, { write: (line: string) => void logs.push(line) })
 	const keys = await loadTokenKeys(config.jwt, log)
-	const app = createApp({ config, database: db.handle, keys, log, ...extra })
+	const app = createApp({ config, database: db.handle, keys, log, peerAddress: () => TEST_PEER, ...extra })
 	return {
 		app,
 		config,

@@ -1,7 +1,6 @@
 import { Elysia, t } from 'elysia'
 import type { Config } from '../../config/env'
 import type { authGuard } from '../../http/auth'
-import type { ClientAddressResolver } from '../../http/client-ip'
 import { requestContext } from '../../http/request-context'
 import { envelope } from '../../http/problem'
 import { Envelope, problemResponses } from '../../http/openapi'
@@ -12,14 +11,13 @@ import type { AuthService, IssuedSession } from './service'
 export interface AuthModuleDeps {
 	auth: AuthService
 	guard: ReturnType<typeof authGuard>
-	clientAddress: ClientAddressResolver
 	jwt: Config['jwt']
 }
 
-export const authModule = ({ auth, guard, clientAddress, jwt }: AuthModuleDeps) =>
+export const authModule = ({ auth, guard, jwt }: AuthModuleDeps) =>
 	new Elysia({ name: 'auth', prefix: '/auth', detail: { tags: ['Authentication'] } })
 		.use(guard)
-		.use(requestContext(clientAddress))
+		.use(requestContext)
 		.derive(({ accessTokenSigner }) => ({
 			/** The response body of login and refresh: the signed pair and the user. */
 			tokenResponse: async (issued: IssuedSession) => ({

@@ -8,7 +8,6 @@ import { listActiveSessions, revokeSession } from '../auth/sessions'
 import { UserModel } from './model'
 import { normalizeEmail, toUserResource, type UsersService } from './service'
 import type { Database } from '../../db/client'
-import type { ClientAddressResolver } from '../../http/client-ip'
 import { requestContext } from '../../http/request-context'
 import type { AuditLog } from '../audit/service'
 
@@ -17,15 +16,14 @@ export interface UsersModuleDeps {
 	guard: ReturnType<typeof authGuard>
 	db: Database
 	audit: AuditLog
-	clientAddress: ClientAddressResolver
 }
 
 const UserEnvelope = Envelope(UserModel.user)
 
-export const usersModule = ({ users, guard, db, audit, clientAddress }: UsersModuleDeps) =>
+export const usersModule = ({ users, guard, db, audit }: UsersModuleDeps) =>
 	new Elysia({ name: 'users', prefix: '/users', detail: { tags: ['Users'] } })
 		.use(guard)
-		.use(requestContext(clientAddress))
+		.use(requestContext)
 		.onTransform(({ body }) => {
 			// Emails are compared trimmed and lower-cased everywhere.
 			const candidate = body as { email?: unknown } | undefined
