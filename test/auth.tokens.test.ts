@@ -128,6 +128,16 @@ describe('tokens refused with 401 and error="invalid_token"', () => {
 		expectRefused(await me(await sign({ claims: { nbf: now() + 120 } })))
 	})
 
+	test('a token issued in the future beyond the clock leeway is refused; within the leeway it is accepted', async () => {
+		const future = await sign({ claims: { iat: now() + 300, exp: now() + 1200 } })
+		expectRefused(await me(future))
+		// And again: the refused token was not remembered as verified.
+		expectRefused(await me(future))
+		const skewed = await me(await sign({ claims: { iat: now() + 10, exp: now() + 910 } }))
+		expect(skewed.status).toBe(200)
+		expect(skewed.body.data.id).toBe(account.id)
+	})
+
 	test('a token of another issuer is refused', async () => {
 		expectRefused(await me(await sign({ claims: { iss: 'https://evil.example' } })))
 	})

@@ -37,14 +37,28 @@ export const EnvSchema = T.Object({
 	JWT_PRIVATE_KEY: T.Optional(T.String({ description: 'PEM private key for EdDSA/ES256' })),
 	JWT_PRIVATE_KEY_FILE: T.Optional(T.String({ description: 'path of a PEM private key for EdDSA/ES256' })),
 	JWT_PREVIOUS_PUBLIC_KEYS: T.Optional(
-		T.String({ description: 'PEM public key(s) of retired signing keys, still accepted and published until their tokens expire' }),
+		T.String({
+			description:
+				'PEM public key(s) of retired signing keys, still accepted and published until their tokens expire; each verifies under its own algorithm, read from the key (Ed25519: EdDSA, P-256: ES256), whatever JWT_ALGORITHM is now',
+		}),
 	),
 	JWT_PREVIOUS_PUBLIC_KEYS_FILE: T.Optional(T.String({ description: 'path of a file holding those PEM public keys' })),
+	JWT_PREVIOUS_SECRET: T.Optional(
+		T.String({
+			description:
+				'retired HS256 secret, at least 32 bytes, after moving to a new JWT_SECRET or to EdDSA/ES256: its tokens stay valid until they expire; never published',
+		}),
+	),
 	JWT_ISSUER: T.String({ minLength: 1, default: 'latchkey', description: '`iss` of access tokens' }),
 	JWT_AUDIENCE: T.String({ minLength: 1, default: 'latchkey', description: '`aud` of access tokens' }),
 	ACCESS_TOKEN_TTL_SECONDS: positive(900, 'access token lifetime'),
 	REFRESH_TOKEN_TTL_SECONDS: positive(2_592_000, 'refresh token lifetime'),
 	REFRESH_REUSE_GRACE_SECONDS: zeroOrMore(10, 'grace interval for concurrent refresh (`0`: none)'),
+	SESSION_RETENTION_SECONDS: zeroOrMore(
+		604_800,
+		'how long an expired or revoked session and its refresh tokens are kept before they are deleted (`0`: at the next purge)',
+	),
+	SESSIONS_PER_USER_MAX: zeroOrMore(100, 'live sessions per user; a login beyond it revokes the oldest ones (`0`: no cap)'),
 	SIGNUP_ENABLED: T.Boolean({ default: true, description: 'whether anyone may POST /users' }),
 	PASSWORD_MIN_LENGTH: T.Integer({ minimum: 1, maximum: 256, default: 8, description: 'minimum password length' }),
 	PASSWORD_HASH_MEMORY_KIB: T.Integer({
@@ -99,7 +113,7 @@ export class ConfigError extends Error {
 	}
 }
 
-const SECRET_NAMES = new Set(['METRICS_TOKEN', 'JWT_SECRET', 'JWT_PRIVATE_KEY', 'JWT_PREVIOUS_PUBLIC_KEYS', 'LATCHKEY_ADMIN_PASSWORD', 'DATABASE_URL', 'REDIS_URL'])
+const SECRET_NAMES = new Set(['METRICS_TOKEN', 'JWT_SECRET', 'JWT_PRIVATE_KEY', 'JWT_PREVIOUS_PUBLIC_KEYS', 'JWT_PREVIOUS_SECRET', 'LATCHKEY_ADMIN_PASSWORD', 'DATABASE_URL', 'REDIS_URL'])
 
 /** What a schema expects, in words, for the start-up error line. */
 function expectation(schema: TSchema): string {
@@ -173,6 +187,8 @@ function crossCheck(env: Env): string[] {
 	} else if (env.JWT_PRIVATE_KEY === undefined && env.JWT_PRIVATE_KEY_FILE === undefined) {
 		problems.push(`JWT_PRIVATE_KEY: required (or JWT_PRIVATE_KEY_FILE) when JWT_ALGORITHM=${env.JWT_ALGORITHM}`)
 	}
+	if (typeof env.JWT_PREVIOUS_SECRET === 'string' && new TextEncoder().encode(env.JWT_PREVIOUS_SECRET).byteLength < 32)
+		problems.push('JWT_PREVIOUS_SECRET: expected at least 32 bytes')
 	if (!env.DATABASE_URL && (env.WORKERS === 'auto' ? navigator.hardwareConcurrency : env.WORKERS) > 1)
 		problems.push('WORKERS: the embedded database belongs to one process; set DATABASE_URL to run more than 1 worker')
 	if (typeof env.TRUST_PROXY === 'string') {
@@ -213,11 +229,16 @@ function toConfig(env: Env) {
 			privateKeyFile: env.JWT_PRIVATE_KEY_FILE,
 			previousPublicKeys: env.JWT_PREVIOUS_PUBLIC_KEYS,
 			previousPublicKeysFile: env.JWT_PREVIOUS_PUBLIC_KEYS_FILE,
+			previousSecret: env.JWT_PREVIOUS_SECRET,
 			issuer: env.JWT_ISSUER,
 			audience: env.JWT_AUDIENCE,
 			accessTtlSeconds: env.ACCESS_TOKEN_TTL_SECONDS,
 			refreshTtlSeconds: env.REFRESH_TOKEN_TTL_SECONDS,
 			reuseGraceSeconds: env.REFRESH_REUSE_GRACE_SECONDS,
+		},
+		sessions: {
+			retentionSeconds: env.SESSION_RETENTION_SECONDS,
+			perUserMax: env.SESSIONS_PER_USER_MAX,
 		},
 		signupEnabled: env.SIGNUP_ENABLED,
 		password: {

@@ -4,7 +4,7 @@ import type { Config } from '../config/env'
 import type { Database } from '../db/client'
 import type { TokenKeys } from '../modules/auth/keys'
 import { callerFinder, type Caller } from '../modules/auth/sessions'
-import { accessTokens, CLOCK_TOLERANCE_SECONDS, verifyOptions } from '../modules/auth/tokens'
+import { accessTokens, CLOCK_TOLERANCE_SECONDS, issuedInTheFuture, verifyOptions } from '../modules/auth/tokens'
 import { AppError, Forbidden } from './problem'
 
 /** Who may call a route: any signed-in account, admins only, or the account named by `:id` (and admins). */
@@ -36,7 +36,7 @@ export interface AuthGuardDeps {
 }
 
 /**
- * The bearer guard. Verifies the token (signature, alg, typ, iss, aud, exp;
+ * The bearer guard. Verifies the token (signature, alg, typ, iss, aud, exp, iat;
  * a verified token is remembered until it expires), then checks the session
  * by primary key, and resolves `caller` for the handler. Permissions are declared on routes:
  * `{ auth: 'admin' }`, `{ auth: 'self' }`, `{ auth: 'user' }`, or
@@ -66,7 +66,8 @@ export const authGuard = ({ db, keys, jwt }: AuthGuardDeps) => {
 		let claims = verified.get(token)
 		if (!claims) {
 			const checked = await verifier.verify(token, options)
-			if (!checked) throw refusedToken()
+			// Checked before the token is remembered, so that a refused one is never cached.
+			if (!checked || issuedInTheFuture(checked)) throw refusedToken()
 			claims = remember(token, checked)
 		}
 		const { sub, sid, jti } = claims

@@ -15,9 +15,10 @@ export interface AccessClaims {
 }
 
 /**
- * Two @elysiajs/jwt instances: one signs with the private (or shared) key,
- * the other verifies with the public ones, pinned to one algorithm and to
- * the RFC 9068 `typ`, issuer and audience.
+ * Two @elysiajs/jwt instances: one signs with the current private (or shared)
+ * key, the other verifies with the current and previous keys, each key bound
+ * to its own algorithm (see `verifyOptions`), and pinned to the RFC 9068
+ * `typ`, issuer and audience.
  */
 export const accessTokens = (keys: TokenKeys, settings: Config['jwt']) =>
 	new Elysia({ name: 'access-tokens', seed: keys.kid })
@@ -36,22 +37,34 @@ export const accessTokens = (keys: TokenKeys, settings: Config['jwt']) =>
 		.use(
 			jwt({
 				name: 'accessTokenVerifier',
-				// The plugin hands this to jose's jwtVerify, which also takes a key lookup by `kid`;
+				// The plugin hands this to jose's jwtVerify, which also takes a key lookup by `kid` and `alg`;
 				// the plugin's type just does not say so.
-				secret: keys.verificationKey as Uint8Array | CryptoKey,
+				secret: keys.verificationKey as unknown as CryptoKey,
 				alg: keys.algorithm,
 			}),
 		)
 		.as('scoped')
 
+/**
+ * What jose checks besides the signature. Only the algorithms of configured keys are
+ * accepted (never `none`), and the key lookup matches a token's `alg` to its key's own.
+ */
 export const verifyOptions = (keys: TokenKeys, settings: Config['jwt']) => ({
-	algorithms: [keys.algorithm],
+	algorithms: keys.algorithms,
 	issuer: settings.issuer,
 	audience: settings.audience,
 	typ: ACCESS_TOKEN_TYPE,
 	clockTolerance: CLOCK_TOLERANCE_SECONDS,
 	requiredClaims: ['sub', 'sid', 'jti', 'exp', 'iat'],
 })
+
+/**
+ * Whether a verified token claims to be issued later than now, beyond the clock leeway.
+ * jose checks `iat` against the clock only together with `maxTokenAge`, which this service
+ * does not set (`exp` bounds a token's life); a token from the future is forged or mis-signed.
+ */
+export const issuedInTheFuture = (claims: { iat?: unknown }, nowSeconds = Date.now() / 1000) =>
+	typeof claims.iat !== 'number' || claims.iat > nowSeconds + CLOCK_TOLERANCE_SECONDS
 
 /** A new opaque refresh token: 256 random bits, base64url. */
 export const newRefreshToken = () => Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString('base64url')
