@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { sql } from 'drizzle-orm'
-import { startTestApp, type TestApp } from './support/app'
+import { problem, startTestApp, type TestApp } from './support/app'
 import { createTestDatabase } from './support/database'
 import { PASSWORD, signUp, signUpAdmin, uniqueEmail, type Account } from './support/fixtures'
 
@@ -99,6 +99,30 @@ describe('the audit trail', () => {
 		expect(bad.status).toBe(400)
 		const unknown = await t.call('GET', '/api/audit-events?types=x', { token: admin.accessToken })
 		expect(unknown.status).toBe(422)
+	})
+
+	test('a limit in anything but plain decimal digits is 422, and a repeated parameter 400, naming it', async () => {
+		for (const limit of ['0x2', '1e0', '%202', '+2', '02']) {
+			const res = await t.call('GET', `/api/audit-events?limit=${limit}`, { token: admin.accessToken })
+			expect(res.status).toBe(422)
+			expect(res.body).toEqual(
+				problem('validation-error', 422, '/api/audit-events', '1 field is invalid', [
+					{ pointer: '#/limit', code: 'type', detail: 'must be a whole number from 1 to 100' },
+				]),
+			)
+		}
+		for (const [query, name] of [
+			['limit=1&limit=2', 'limit'],
+			[`type=login.failed&type=login.locked`, 'type'],
+		] as const) {
+			const res = await t.call('GET', `/api/audit-events?${query}`, { token: admin.accessToken })
+			expect(res.status).toBe(400)
+			expect(res.body).toEqual(
+				problem('bad-request', 400, '/api/audit-events', 'A query parameter is given more than once', [
+					{ pointer: `#/${name}`, code: 'duplicate', detail: 'must be given at most once' },
+				]),
+			)
+		}
 	})
 
 	test('is for admins only', async () => {

@@ -56,7 +56,8 @@ describe('the OpenAPI document', () => {
 	})
 
 	test('lists every route of the app', () => {
-		const routes = t.app.routes.filter((route) => route.method !== 'OPTIONS' && !DOCS_PATHS.has(route.path))
+		// The catch-all that answers 404 and 405 (so they pass the rate limits) is no operation.
+		const routes = t.app.routes.filter((route) => route.method !== 'OPTIONS' && !DOCS_PATHS.has(route.path) && route.path !== '/*')
 		expect(routes.length).toBeGreaterThan(10)
 		for (const route of routes) expect({ route: `${route.method} ${route.path}`, documented: document.paths[openApiPath(route.path)]?.[route.method.toLowerCase()] !== undefined }).toEqual({ route: `${route.method} ${route.path}`, documented: true })
 		const documented = operations().map(({ method, path }) => `${method} ${path}`)

@@ -110,6 +110,35 @@ describe('request ids and headers on every response', () => {
 	})
 })
 
+describe('query strings', () => {
+	const repeated = (instance: string, pointers: string[]) =>
+		problem(
+			'bad-request',
+			400,
+			instance,
+			'A query parameter is given more than once',
+			pointers.map((pointer) => ({ pointer, code: 'duplicate', detail: 'must be given at most once' })),
+		)
+
+	test('a parameter given twice is 400 on any route, named by its JSON Pointer', async () => {
+		const res = await t.call('GET', '/api/health?probe=1&probe=2')
+		expect(res.status).toBe(400)
+		expect(res.headers.get('content-type')).toBe('application/problem+json')
+		expect(res.body).toEqual(repeated('/api/health', ['#/probe']))
+		expect((await t.call('GET', '/api/health?probe=1&other=2')).status).toBe(200)
+	})
+
+	test('names are compared decoded, as the router reads them, and escaped in the pointer', async () => {
+		for (const query of ['a%2Fb~c=1&a/b~c=2', 'a+b=1&a%20b=2&x', 'ok=1&=2&=3&&']) {
+			const res = await t.call('GET', `/api/health?${query}`)
+			expect(res.status).toBe(400)
+			expect(res.body.errors.map((error: { pointer: string }) => error.pointer)).toEqual([
+				query.startsWith('a%2F') ? '#/a~1b~0c' : query.startsWith('a+') ? '#/a b' : '#/',
+			])
+		}
+	})
+})
+
 describe('request bodies', () => {
 	test('a body that is not application/json is 415', async () => {
 		const res = await t.call('POST', '/api/users', { body: 'email=a@b.c', headers: { 'content-type': 'application/x-www-form-urlencoded' } })

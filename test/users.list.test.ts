@@ -163,6 +163,59 @@ describe('limit', () => {
 			expect(res.body).toEqual(validation([{ pointer: '#/limit', code, detail: 'must be a whole number from 1 to 100' }]))
 		})
 	}
+
+	// Number() would read each of these as 2 (or 1); only plain decimal digits are a number here.
+	for (const [limit, reads] of [
+		['0x2', 'hexadecimal'],
+		['1e0', 'an exponent'],
+		['%202', 'a leading space'],
+		['2%20', 'a trailing space'],
+		['+2', 'a plus sign (a space in a query)'],
+		['%2B2', 'an encoded plus sign'],
+		['02', 'a leading zero'],
+		['2.0', 'a decimal point'],
+		['', 'nothing'],
+	] as const) {
+		test(`refuses ${reads} (limit=${limit}) with 422 at #/limit`, async () => {
+			const res = await list(`?limit=${limit}`)
+			expect(res.status).toBe(422)
+			expect(res.body).toEqual(validation([{ pointer: '#/limit', code: 'type', detail: 'must be a whole number from 1 to 100' }]))
+		})
+	}
+
+	test('the OpenAPI document says which spellings are taken', async () => {
+		// `any`: the OpenAPI document is free-form JSON, read member by member.
+		const document: any = await (await t.app.handle(new Request('http://localhost/api/docs/json'))).json()
+		const parameter = document.paths['/api/users'].get.parameters.find((p: { name: string }) => p.name === 'limit')
+		expect(parameter.schema).toEqual({ type: 'integer', minimum: 1, maximum: 100, default: 20 })
+		expect(parameter.description).toContain('plain decimal digits: no sign, spaces, leading zeros, exponent or hex')
+	})
+})
+
+describe('a repeated query parameter is 400, never read one way or the other', () => {
+	const repeated = (...names: string[]) =>
+		problem(
+			'bad-request',
+			400,
+			'/api/users',
+			'A query parameter is given more than once',
+			names.map((name) => ({ pointer: `#/${name}`, code: 'duplicate', detail: 'must be given at most once' })),
+		)
+
+	for (const query of ['limit=1&limit=2', 'limit=2&limit=2', 'limit=2&%6Cimit=3', 'sort=email&q=x&sort=-email']) {
+		test(`?${query}`, async () => {
+			const res = await list(`?${query}`)
+			expect(res.status).toBe(400)
+			expect(res.headers.get('content-type')).toBe('application/problem+json')
+			expect(res.body).toEqual(repeated(query.startsWith('sort') ? 'sort' : 'limit'))
+		})
+	}
+
+	test('each repeated parameter is named once', async () => {
+		const res = await list('?role=user&status=active&role=admin&status=active&role=user')
+		expect(res.status).toBe(400)
+		expect(res.body).toEqual(repeated('role', 'status'))
+	})
 })
 
 describe('filters', () => {

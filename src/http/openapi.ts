@@ -102,7 +102,10 @@ export const PROBLEM_DESCRIPTIONS: Record<ProblemKind, { when: string; detail: s
 	'not-acceptable': { when: '`Accept` admits neither application/json nor application/problem+json', detail: 'This API only produces application/json and application/problem+json' },
 	'email-taken': { when: 'the email is already registered (deactivated accounts included)', detail: 'An account with this email already exists' },
 	'last-admin': { when: 'the change would leave no active admin', detail: 'The last active admin can be neither deactivated nor demoted' },
-	conflict: { when: 'the request conflicts with the current state of the resource', detail: 'The request conflicts with the current state' },
+	conflict: {
+		when: 'the resource changed while the request was handled (an account’s password or email changed meanwhile): read it again and retry',
+		detail: 'The account changed while this request was being handled; read it again and retry',
+	},
 	'payload-too-large': { when: 'the body exceeds `BODY_LIMIT_BYTES`', detail: 'The request body exceeds 65536 bytes' },
 	'unsupported-media-type': { when: 'a body was sent with a Content-Type other than application/json', detail: 'Send the request body as application/json' },
 	'validation-error': {
@@ -112,7 +115,7 @@ export const PROBLEM_DESCRIPTIONS: Record<ProblemKind, { when: string; detail: s
 	},
 	'rate-limited': { when: 'the client’s request budget is spent; `Retry-After` says when to retry', detail: 'Too many requests; try again in 42 seconds' },
 	'login-locked': {
-		when: 'too many failed logins for this email; `Retry-After` says when it unlocks, right password or not',
+		when: 'too many failed password checks for this account (logins, or wrong `currentPassword` values); `Retry-After` says when it unlocks, right password or not',
 		detail: 'Too many failed logins for this account; try again later',
 	},
 	'internal-error': { when: 'an unexpected error; the body carries only the request id, the log has the rest', detail: 'An internal error occurred (request id 0193f1c2-7a5e-7c3b-9d2e-5f6a7b8c9d0e)' },

@@ -1,3 +1,4 @@
+import { Type } from '@sinclair/typebox'
 import { Elysia, t, ValidationError } from 'elysia'
 import type { Logger } from '../log'
 import { isDatabaseUnavailable, sqlState } from '../db/client'
@@ -47,16 +48,19 @@ export interface Problem {
 	errors: FieldError[]
 }
 
-/** Thrown by services and plugins; the one onError turns it into problem+json. */
+/**
+ * Thrown by services and plugins; the one onError turns it into problem+json,
+ * with the status of its kind. It carries no `status` member on purpose: the
+ * rate limiter's error hook counts any error with `status: 404` as an
+ * unmatched route, which would charge a handler's 404 twice.
+ */
 export class AppError extends Error {
-	readonly status: number
 	constructor(
 		readonly kind: ProblemKind,
 		readonly detail: string,
 		readonly options: { errors?: FieldError[]; headers?: Record<string, string> } = {},
 	) {
 		super(detail)
-		this.status = PROBLEM_KINDS[kind].status
 	}
 }
 
@@ -98,6 +102,9 @@ function describeValueError(error: {
 	message: string
 }): { code: string; detail: string } {
 	const described = describeByType(error.type, error.schema)
+	// A pattern that states one rule of several (Email's local part) says which in `x-pattern-error`.
+	if (error.type === 53 && typeof error.schema['x-pattern-error'] === 'string')
+		return { code: described.code, detail: error.schema['x-pattern-error'] }
 	// A schema's own message describes a wrong value, not a missing one.
 	const custom = typeof error.schema.error === 'string' && error.type !== 45
 	return custom ? { code: described.code, detail: error.schema.error as string } : described
@@ -168,7 +175,7 @@ export function fieldErrors(error: ValidationError): FieldError[] {
 		value?: unknown
 	}>
 	for (const item of all) {
-		const pointer = `#${item.path || fieldOfSchema(item.schema)}`
+		const pointer = `#${item.path ?? ''}`
 		if (byPointer.has(pointer)) continue
 		byPointer.set(pointer, { pointer, ...describeValueError(item) })
 	}
@@ -179,22 +186,56 @@ export function fieldErrors(error: ValidationError): FieldError[] {
 	return [...byPointer.values()]
 }
 
-/**
- * Elysia checks a coerced query number on its own after conversion and
- * reports a range error without its name; such schemas carry it as
- * `x-field` (see `queryInteger`).
- */
-function fieldOfSchema(schema: Record<string, unknown>): string {
-	return typeof schema['x-field'] === 'string' ? `/${schema['x-field']}` : ''
-}
-
 /** A date-time query parameter; the year must be 0001–9999, what PostgreSQL and JavaScript both hold. */
 export const queryDateTime = (description?: string) =>
 	t.String({ format: 'date-time', pattern: '^(?!0000)\\d{4}-', description, error: 'must be an ISO-8601 date-time between years 0001 and 9999' })
 
-/** An integer query parameter whose errors point at it by name. */
-export const queryInteger = (name: string, options: { minimum: number; maximum: number; default?: number }) =>
-	t.Integer({ ...options, 'x-field': name, error: `must be a whole number from ${options.minimum} to ${options.maximum}` })
+/**
+ * An integer query parameter in plain decimal digits, with no leading zero:
+ * one spelling per number. Elysia's own coercion reads it with Number(), which
+ * also takes "0x2", "1e0", " 2", "+2" and "02" (an octal look-alike). Each is a
+ * 422 at the parameter's name, as a value out of range is. The integer member
+ * of the union is for the default, which Elysia fills in as a number.
+ */
+export const queryInteger = (name: string, options: { minimum: number; maximum: number; default?: number }) => {
+	const { minimum, maximum } = options
+	const error = `must be a whole number from ${minimum} to ${maximum}`
+	const digits = minimum < 0 ? '^(0|-?[1-9][0-9]*)$' : '^(0|[1-9][0-9]*)$'
+	const description = `A whole number from ${minimum} to ${maximum}${options.default === undefined ? '' : ` (default ${options.default})`}, in plain decimal digits: no sign, spaces, leading zeros, exponent or hex. Anything else is a 422 validation error at \`#/${name}\`, and giving the parameter twice a 400.`
+	const defaulted = options.default === undefined ? {} : { default: options.default }
+	return t
+		.Transform(
+			t.Union([t.String({ format: 'integer', pattern: digits }), Type.Integer({ minimum, maximum, ...defaulted })], {
+				...defaulted,
+				description,
+				error,
+			}),
+		)
+		.Decode((value) => {
+			const number = Number(value)
+			if (number < minimum || number > maximum)
+				throw new ValidationFailed([{ pointer: `#/${name}`, code: number < minimum ? 'minimum' : 'maximum', detail: error }])
+			return number
+		})
+		.Encode((value) => value)
+}
+
+// Refusals decided before the request was counted, answered once it has been (see requestChecks).
+const deferredProblems = new WeakMap<Request, AppError>()
+
+/** Marks a request as refused with `problem`; whoever raises it later, the problem handler answers this one. */
+export const deferProblem = (request: Request, problem: AppError) => void deferredProblems.set(request, problem)
+export const deferredProblem = (request: Request): AppError | undefined => deferredProblems.get(request)
+
+// Field problems a route found in a body before its schema was checked (rules a schema cannot state).
+const earlyFieldErrors = new WeakMap<Request, FieldError[]>()
+
+/**
+ * Reports field problems that the route's own rules found (a password
+ * policy, say) together with the schema's, should the schema refuse the
+ * body too: a form then learns all its problems in one round trip.
+ */
+export const reportWithSchemaErrors = (request: Request, errors: FieldError[]) => void earlyFieldErrors.set(request, errors)
 
 export interface RouteTable {
 	routes: ReadonlyArray<{ method: string; path: string }>
@@ -236,7 +277,7 @@ export const problemHandler = (log: Logger, table: RouteTable, windowSeconds: nu
 		let errors: FieldError[] = []
 		let headers: Record<string, string> = {}
 		// Elysia wraps what a parser throws in its own ParseError.
-		const appError = error instanceof AppError ? error : (error as { cause?: unknown }).cause
+		const appError = deferredProblem(request) ?? (error instanceof AppError ? error : (error as { cause?: unknown }).cause)
 		if (appError instanceof AppError) {
 			kind = appError.kind
 			detail = appError.detail
@@ -247,6 +288,8 @@ export const problemHandler = (log: Logger, table: RouteTable, windowSeconds: nu
 			log.error({ requestId, err: { name: 'ResponseValidation', message: error.valueError?.message } }, 'response failed its schema')
 		} else if (code === 'VALIDATION' && error instanceof ValidationError) {
 			errors = fieldErrors(error)
+			for (const early of earlyFieldErrors.get(request) ?? [])
+				if (!errors.some((known) => known.pointer === early.pointer)) errors.push(early)
 			kind = 'validation-error'
 			detail = errors.length === 1 ? '1 field is invalid' : `${errors.length} fields are invalid`
 		} else if (code === 'PARSE') {

@@ -1,6 +1,6 @@
 import { Elysia } from 'elysia'
 import Negotiator from 'negotiator'
-import { AppError, ValidationFailed, type FieldError } from './problem'
+import { AppError, deferProblem, deferredProblem, ValidationFailed, type FieldError } from './problem'
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE'])
@@ -44,36 +44,56 @@ export const responseHeaders = ({ htmlPaths }: Pick<SecurityOptions, 'htmlPaths'
 		if (!htmlPaths.has(new URL(request.url).pathname)) set.headers['x-frame-options'] = 'DENY'
 	})
 
+/** What the door refuses a request for, before its body is read: 406, 400 (the query), 415, 413 (Content-Length). */
+function doorProblem(request: Request, { bodyLimitBytes, htmlPaths, textPaths = new Set() }: SecurityOptions): AppError | undefined {
+	if (request.method === 'OPTIONS') return undefined
+	const url = new URL(request.url)
+	const accept = request.headers.get('accept')
+	const json = !htmlPaths.has(url.pathname) && !textPaths.has(url.pathname)
+	if (json && accept && !new Negotiator({ headers: { accept } }).mediaType(JSON_TYPES))
+		return new AppError('not-acceptable', 'This API only produces application/json and application/problem+json')
+	// PostgreSQL text cannot hold NUL; refuse it here rather than fail in the database.
+	if (/%00/i.test(url.search)) return new AppError('bad-request', 'The query string must not contain NUL characters')
+	// Elysia would keep only the last value of a repeated parameter (no route here takes a list):
+	// refused for every route here rather than silently read one way.
+	const repeated = repeatedQueryNames(url.search)
+	if (repeated.length > 0)
+		return new AppError('bad-request', 'A query parameter is given more than once', {
+			errors: repeated.slice(0, 20).map((name) => ({ pointer: memberPointer('#', name), code: 'duplicate', detail: 'must be given at most once' })),
+		})
+	if (BODY_METHODS.has(request.method) && hasBody(request)) {
+		if (mediaType(request.headers.get('content-type')) !== 'application/json')
+			return new AppError('unsupported-media-type', 'Send the request body as application/json')
+		if (Number(request.headers.get('content-length') ?? 0) > bodyLimitBytes)
+			return new AppError('payload-too-large', `The request body exceeds ${bodyLimitBytes} bytes`)
+	}
+	return undefined
+}
+
 /**
- * Request hygiene before any route runs: content negotiation (406), media
- * type (415), body size (413), NUL in the query (400), and strict JSON
+ * Request hygiene: content negotiation (406), media type (415), body size
+ * (413), NUL or a repeated parameter in the query (400), and strict JSON
  * parsing (400) with bounded depth and no NUL characters (422).
+ *
+ * The door checks decide first thing, but the request is refused only once
+ * the rate limits have counted it (register this after them): from the
+ * parse hook, before a refused body is read, or else before the handler.
+ * The problem handler answers that refusal rather than anything else that
+ * failed meanwhile (a query that also breaks its schema, say).
  */
-export const requestChecks = ({ bodyLimitBytes, htmlPaths, textPaths = new Set() }: SecurityOptions) =>
+export const requestChecks = (options: SecurityOptions) =>
 	new Elysia({ name: 'request-checks' })
 		.onRequest(({ request }) => {
-			if (request.method === 'OPTIONS') return
-			const url = new URL(request.url)
-			const accept = request.headers.get('accept')
-			const json = !htmlPaths.has(url.pathname) && !textPaths.has(url.pathname)
-			if (json && accept && !new Negotiator({ headers: { accept } }).mediaType(JSON_TYPES))
-				throw new AppError('not-acceptable', 'This API only produces application/json and application/problem+json')
-			// PostgreSQL text cannot hold NUL; refuse it here rather than fail in the database.
-			if (/%00/i.test(url.search)) throw new AppError('bad-request', 'The query string must not contain NUL characters')
-
-			if (BODY_METHODS.has(request.method) && hasBody(request)) {
-				if (mediaType(request.headers.get('content-type')) !== 'application/json')
-					throw new AppError('unsupported-media-type', 'Send the request body as application/json')
-				const length = Number(request.headers.get('content-length') ?? 0)
-				if (length > bodyLimitBytes)
-					throw new AppError('payload-too-large', `The request body exceeds ${bodyLimitBytes} bytes`)
-			}
+			const problem = doorProblem(request, options)
+			if (problem) deferProblem(request, problem)
 		})
 		.onParse({ as: 'global' }, async ({ request }) => {
+			const refused = deferredProblem(request)
+			if (refused) throw refused
 			// Also catches chunked bodies, which carry no Content-Length to check up front.
 			const bytes = await request.arrayBuffer()
-			if (bytes.byteLength > bodyLimitBytes)
-				throw new AppError('payload-too-large', `The request body exceeds ${bodyLimitBytes} bytes`)
+			if (bytes.byteLength > options.bodyLimitBytes)
+				throw new AppError('payload-too-large', `The request body exceeds ${options.bodyLimitBytes} bytes`)
 			if (bytes.byteLength === 0) return undefined
 			let body: unknown
 			try {
@@ -85,7 +105,38 @@ export const requestChecks = ({ bodyLimitBytes, htmlPaths, textPaths = new Set()
 			if (problems.length > 0) throw new ValidationFailed(problems.slice(0, 20))
 			return body
 		})
+		.onBeforeHandle({ as: 'global' }, ({ request }) => {
+			const refused = deferredProblem(request)
+			if (refused) throw refused
+		})
 		.as('global')
+
+/** The JSON Pointer (as a URI fragment) of a member of the value at `parent`. */
+const memberPointer = (parent: string, key: string) => `${parent}/${key.replaceAll('~', '~0').replaceAll('/', '~1')}`
+
+/** A query name as Elysia's parser reads it: `+` is a space, and what does not decode stays as it is. */
+function decodeQueryName(raw: string): string {
+	const spaced = raw.replaceAll('+', ' ')
+	try {
+		return decodeURIComponent(spaced)
+	} catch {
+		return spaced
+	}
+}
+
+/** Names that a query string (`?…`) gives more than once, split and decoded as Elysia does. */
+function repeatedQueryNames(search: string): string[] {
+	const seen = new Set<string>()
+	const repeated = new Set<string>()
+	for (const pair of search.slice(1).split('&')) {
+		const equals = pair.indexOf('=')
+		if (equals === -1 && pair === '') continue
+		const name = decodeQueryName(equals === -1 ? pair : pair.slice(0, equals))
+		if (seen.has(name)) repeated.add(name)
+		seen.add(name)
+	}
+	return [...repeated]
+}
 
 /** What strict JSON parsing refuses beyond syntax: depth, NUL characters, reserved member names. */
 function inspectJson(value: unknown, pointer: string, depth: number): FieldError[] {
@@ -96,7 +147,7 @@ function inspectJson(value: unknown, pointer: string, depth: number): FieldError
 	if (value === null || typeof value !== 'object') return []
 	const problems: FieldError[] = []
 	for (const [key, member] of Object.entries(value)) {
-		const path = `${pointer}/${key.replaceAll('~', '~0').replaceAll('/', '~1')}`
+		const path = memberPointer(pointer, key)
 		if (RESERVED_MEMBERS.has(key) || key.includes('\u0000'))
 			problems.push({ pointer: path, code: 'additionalProperties', detail: 'is not an allowed member name' })
 		else problems.push(...inspectJson(member, path, depth + 1))

@@ -169,7 +169,7 @@ function cleanSchema(schema: Json): Json {
 	const anyOf = schema.anyOf
 	if (Array.isArray(anyOf) && anyOf.length === 2 && anyOf[0]?.type === 'string' && ['integer', 'numeric'].includes(anyOf[0]?.format))
 		return cleanSchema(anyOf[1])
-	const { error: _error, 'x-field': _field, ...rest } = schema
+	const { error: _error, 'x-pattern-error': _patternError, ...rest } = schema
 	const cleaned: Json = { ...rest }
 	for (const key of ['items', 'not', 'additionalProperties'])
 		if (typeof cleaned[key] === 'object' && cleaned[key] !== null) cleaned[key] = cleanSchema(cleaned[key])

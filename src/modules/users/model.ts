@@ -3,7 +3,16 @@ import { queryDateTime, queryInteger } from '../../http/problem'
 
 const Role = t.Union([t.Literal('user'), t.Literal('admin')])
 const Status = t.Union([t.Literal('active'), t.Literal('deactivated')])
-const Email = t.String({ format: 'email', maxLength: 254, error: 'must be an email address', examples: ['ada@example.com'] })
+// RFC 5321 limits: 254 characters in all (a path of 256 less its angle brackets), 64 before the @.
+const Email = t.String({
+	format: 'email',
+	maxLength: 254,
+	pattern: '^(?![^@]{65})',
+	description: 'an email address of at most 254 characters, at most 64 of them before the @ (RFC 5321)',
+	error: 'must be an email address',
+	'x-pattern-error': 'must have at most 64 characters before the @',
+	examples: ['ada@example.com'],
+})
 const Name = t.String({ maxLength: 200, examples: ['Ada Lovelace'] })
 // The policy (8–256 code points, not a common password) is checked by the service, which counts
 // code points rather than UTF-16 units; the body limit bounds the input.
