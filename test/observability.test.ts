@@ -1,8 +1,11 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
+import { sql } from 'drizzle-orm'
+import { Metrics } from '../src/http/metrics'
 import { createLogger } from '../src/log'
+import { SessionUpkeep } from '../src/modules/auth/session-upkeep'
 import { problem, startTestApp, type TestApp } from './support/app'
 import { createTestDatabase, type TestDatabase } from './support/database'
-import { PASSWORD, signUpAdmin, uniqueEmail } from './support/fixtures'
+import { PASSWORD, signUp, signUpAdmin, uniqueEmail } from './support/fixtures'
 
 // Each file sets its own default: bun applies setDefaultTimeout to the file that calls it.
 setDefaultTimeout(30_000)
@@ -101,6 +104,7 @@ describe('GET /metrics', () => {
 		await t.call('POST', '/api/auth/login', { json: { email, password: 'wrong password here' } })
 		await t.call('POST', '/api/auth/login', { json: { email, password: PASSWORD } })
 		await t.call('GET', '/api/users/me', { token: admin.accessToken })
+		await t.app.decorator.sessionUpkeep.refreshGauge()
 
 		await settle()
 		const res = await t.call('GET', '/metrics', { token: METRICS_TOKEN, headers: { accept: 'text/plain;version=0.0.4' } })
@@ -140,5 +144,84 @@ describe('GET /metrics', () => {
 	test('is off unless enabled', async () => {
 		const off = await startTestApp({}, database)
 		expect((await off.call('GET', '/metrics')).status).toBe(404)
+	})
+})
+
+describe('latchkey_active_sessions', () => {
+	const scrape = async (app: TestApp) => {
+		const res = await app.call('GET', '/metrics', { token: METRICS_TOKEN })
+		expect(res.status).toBe(200)
+		const value = /^latchkey_active_sessions (\d+)$/m.exec(res.text)?.[1]
+		if (value === undefined) throw new Error('no latchkey_active_sessions sample')
+		return Number(value)
+	}
+	const liveSessions = async (db: TestDatabase) => {
+		const result = await db.handle.db.execute(sql`select count(*)::int as n from sessions where revoked_at is null and expires_at > now()`)
+		const rows = ((result as { rows?: unknown[] }).rows ?? (result as unknown[])) as Array<{ n: number }>
+		return Number(rows[0]?.n)
+	}
+
+	test('is the last background count: scrapes between two counts report the same value', async () => {
+		const upkeep = t.app.decorator.sessionUpkeep
+		await upkeep.refreshGauge()
+		const counted = await scrape(t)
+		expect(counted).toBe(await liveSessions(database))
+
+		await signUp(t)
+		await signUp(t)
+		for (let i = 0; i < 3; i++) expect(await scrape(t)).toBe(counted)
+
+		await upkeep.refreshGauge()
+		expect(await scrape(t)).toBe(counted + 2)
+	})
+
+	test('a scrape reads no table: it answers from the last count with the database gone, while failed counts are logged and retried', async () => {
+		const own = await createTestDatabase()
+		const app = await startTestApp({ METRICS_TOKEN }, own)
+		await signUp(app)
+		await app.app.decorator.sessionUpkeep.refreshGauge()
+		await own.drop()
+		expect(await scrape(app)).toBe(1)
+
+		// The background loops on the dead database, quickly: every round fails, none escapes, each is retried.
+		const lines: string[] = []
+		const metrics = new Metrics({ poolMax: 1 })
+		metrics.setActiveSessions(7)
+		const upkeep = new SessionUpkeep({
+			db: own.handle.db,
+			log: createLogger('info', { write: (line: string) => void lines.push(line) }),
+			retentionSeconds: 0,
+			metrics,
+			purgeIntervalSeconds: 0.01,
+			gaugeIntervalSeconds: 0.01,
+		})
+		const failures = (name: string) => lines.filter((line) => line.includes(`"${name} failed; retrying next round"`)).length
+		upkeep.start()
+		for (let i = 0; i < 400 && (failures('session purge') < 2 || failures('active-session count') < 2); i++) await Bun.sleep(25)
+		await upkeep.stop()
+		expect(failures('session purge')).toBeGreaterThanOrEqual(2)
+		expect(failures('active-session count')).toBeGreaterThanOrEqual(2)
+		expect(JSON.parse(lines[0] ?? '{}')).toMatchObject({ level: 'warn', error: { name: expect.any(String) } })
+		for (const line of lines) expect(line).not.toMatch(/Failed query|select |delete from|refresh_tokens|params/i)
+		expect((await metrics.registry.getSingleMetricAsString('latchkey_active_sessions')).split('\n')).toContain('latchkey_active_sessions 7')
+	}, 120_000) // a fresh embedded database takes seconds to create
+
+	test('the count starts with the server, and stops with it', async () => {
+		const app = await startTestApp({ METRICS_TOKEN }, database)
+		await signUp(app)
+		// Never counted yet: a scrape does not count.
+		expect(await scrape(app)).toBe(0)
+		const expected = await liveSessions(database)
+		app.app.listen({ port: 0, hostname: '127.0.0.1' })
+		try {
+			let reported = await scrape(app)
+			for (let i = 0; i < 400 && reported !== expected; i++) {
+				await Bun.sleep(25)
+				reported = await scrape(app)
+			}
+			expect(reported).toBe(expected)
+		} finally {
+			await app.app.stop()
+		}
 	})
 })

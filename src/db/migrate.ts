@@ -7,6 +7,7 @@ import m0003 from '../../drizzle/0003_audit_append_only.sql' with { type: 'text'
 import m0004 from '../../drizzle/0004_pg_trgm.sql' with { type: 'text' }
 import m0005 from '../../drizzle/0005_search_indexes.sql' with { type: 'text' }
 import m0006 from '../../drizzle/0006_credentials_version.sql' with { type: 'text' }
+import m0007 from '../../drizzle/0007_session_purge.sql' with { type: 'text' }
 import type { Database } from './client'
 
 /**
@@ -21,6 +22,7 @@ const MIGRATION_SQL: Record<string, string> = {
 	'0004_pg_trgm': m0004,
 	'0005_search_indexes': m0005,
 	'0006_credentials_version': m0006,
+	'0007_session_purge': m0007,
 }
 
 export interface Migration {

@@ -58,7 +58,11 @@ export const sessions = pgTable(
 		// Access tokens (by jti) of pairs replaced by a refresh retry inside the grace interval.
 		supersededAccessTokenIds: text('superseded_access_token_ids').array().notNull().default(sql`'{}'::text[]`),
 	},
-	(table) => [index('sessions_user_id_idx').on(table.userId, table.createdAt)],
+	(table) => [
+		index('sessions_user_id_idx').on(table.userId, table.createdAt),
+		// When a session ended (revoked or expired; for a live one, its expiry), oldest first: the purge walks it.
+		index('sessions_ended_at_idx').on(sql`least(${table.revokedAt}, ${table.expiresAt})`),
+	],
 )
 
 /**

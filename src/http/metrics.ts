@@ -5,8 +5,8 @@ import { AppError } from './problem'
 
 /**
  * Prometheus metrics with prom-client: request counts and latency by route
- * and status, login outcomes, rate-limit refusals, and gauges read at scrape
- * time (active sessions, database pool).
+ * and status, login outcomes, rate-limit refusals, the live sessions as last
+ * counted in the background, and the database pool size.
  */
 export class Metrics {
 	readonly registry = new Registry()
@@ -36,15 +36,14 @@ export class Metrics {
 		registers: [this.registry],
 	})
 
-	constructor(gauges: { activeSessions: () => Promise<number>; poolMax: number; poolInUse?: () => number }) {
-		new Gauge({
-			name: 'latchkey_active_sessions',
-			help: 'Sessions neither revoked nor expired',
-			registers: [this.registry],
-			async collect() {
-				this.set(await gauges.activeSessions())
-			},
-		})
+	// Set by a background count (SessionUpkeep), never by a scrape: a scrape must not count a table.
+	private readonly activeSessions = new Gauge({
+		name: 'latchkey_active_sessions',
+		help: 'Sessions neither revoked nor expired, as of the last background count (every 30 s)',
+		registers: [this.registry],
+	})
+
+	constructor(gauges: { poolMax: number; poolInUse?: () => number }) {
 		new Gauge({
 			name: 'latchkey_db_pool_max_connections',
 			help: 'Configured database connections per instance (1 for the embedded database)',
@@ -67,6 +66,10 @@ export class Metrics {
 
 	refused(budget: 'general' | 'auth') {
 		this.refusals.inc({ budget })
+	}
+
+	setActiveSessions(count: number) {
+		this.activeSessions.set(count)
 	}
 }
 

@@ -1,4 +1,4 @@
-import { and, desc, eq, gt, isNull, ne, sql } from 'drizzle-orm'
+import { and, asc, desc, eq, gt, inArray, isNull, lt, ne, notExists, sql } from 'drizzle-orm'
 import type { Database } from '../../db/client'
 import { refreshTokens, sessions, users, type SessionRow, type UserRow } from '../../db/schema'
 import { NotFound } from '../../http/problem'
@@ -7,7 +7,7 @@ import type { SessionResource } from '../users/model'
 import { hashRefreshToken, newRefreshToken } from './tokens'
 
 /** A Drizzle handle or an open transaction on it. */
-export type Queryable = Pick<Database, 'select' | 'insert' | 'update' | 'execute'>
+export type Queryable = Pick<Database, 'select' | 'insert' | 'update' | 'delete' | 'execute'>
 
 export type { ClientInfo }
 
@@ -16,13 +16,27 @@ export interface Caller {
 	sessionId: string
 }
 
-/** Starts a session and its first refresh token; returns the token in clear, once. */
+// Any constant works; it keeps these per-user advisory locks apart from other users of two-key locks.
+const SESSION_CAP_LOCK_SPACE = 0x53_45_53_53 // "SESS"
+
+/**
+ * Starts a session and its first refresh token; returns the token in clear, once.
+ *
+ * With a cap (`sessionsPerUserMax` > 0), the user's oldest live sessions beyond it are revoked, the new
+ * one always kept. Concurrent logins of one user are serialised by a transaction-scoped advisory lock
+ * on the user, so `db` must be a transaction: row locks cannot do it (the rows that would push a login
+ * over the cap are other logins' uncommitted inserts), and the caller's FOR SHARE on the user's row does
+ * not exclude other logins.
+ */
 export async function startSession(
 	db: Queryable,
 	userId: string,
 	client: ClientInfo,
 	refreshTtlSeconds: number,
-): Promise<{ session: SessionRow; refreshToken: string; accessTokenId: string }> {
+	sessionsPerUserMax: number,
+): Promise<{ session: SessionRow; refreshToken: string; accessTokenId: string; evictedSessionIds: string[] }> {
+	if (sessionsPerUserMax > 0)
+		await db.execute(sql`select pg_advisory_xact_lock(${SESSION_CAP_LOCK_SPACE}::int, ${userLockKey(userId)}::int)`)
 	const now = new Date()
 	const [session] = await db
 		.insert(sessions)
@@ -37,7 +51,32 @@ export async function startSession(
 		})
 		.returning()
 	if (!session) throw new Error('session insert returned no row')
-	return { session, ...(await issueTokenPair(db, session.id, null)) }
+	const evictedSessionIds = sessionsPerUserMax > 0 ? await revokeSessionsBeyondCap(db, userId, session.id, sessionsPerUserMax) : []
+	return { session, evictedSessionIds, ...(await issueTokenPair(db, session.id, null)) }
+}
+
+/** 32 bits of the user id's random part: a collision only makes two users' logins wait for each other. */
+const userLockKey = (userId: string) => Number.parseInt(userId.replaceAll('-', '').slice(-8), 16) | 0
+
+/**
+ * Revokes the user's live sessions, oldest first, until `max` remain counting `keepId` (another instance's
+ * clock may date an older session later, so the one being started is excluded by id, not by time).
+ */
+async function revokeSessionsBeyondCap(db: Queryable, userId: string, keepId: string, max: number): Promise<string[]> {
+	const beyondCap = db
+		.select({ id: sessions.id })
+		.from(sessions)
+		.where(
+			and(eq(sessions.userId, userId), ne(sessions.id, keepId), isNull(sessions.revokedAt), gt(sessions.expiresAt, sql`now()`)),
+		)
+		.orderBy(desc(sessions.createdAt), desc(sessions.id))
+		.offset(max - 1)
+	const revoked = await db
+		.update(sessions)
+		.set({ revokedAt: sql`now()` })
+		.where(inArray(sessions.id, beyondCap))
+		.returning({ id: sessions.id })
+	return revoked.map((row) => row.id)
 }
 
 /**
@@ -136,6 +175,61 @@ export async function countActiveSessions(db: Queryable): Promise<number> {
 		.from(sessions)
 		.where(and(isNull(sessions.revokedAt), gt(sessions.expiresAt, sql`now()`)))
 	return Number(row?.count ?? 0)
+}
+
+/** Sessions taken per purge step (the oldest-ended first), and refresh tokens deleted per statement. */
+const PURGE_SESSIONS_PER_STEP = 500
+const PURGE_TOKENS_PER_STEP = 2000
+
+/**
+ * One bounded step of the purge of sessions that ended (expired or were revoked) more than
+ * `retentionSeconds` ago, among the 500 that ended first: up to 2,000 of their refresh tokens, then
+ * those of them left with none (refresh_tokens references sessions). Each statement is its own short
+ * transaction, and rows locked elsewhere are skipped rather than waited for, so instances purging at
+ * once share the work and neither blocks the other nor a request. Nothing revives an ended session,
+ * so a row chosen here is not needed by anyone. Both counts 0: nothing left that can go now.
+ */
+export async function purgeEndedSessionsStep(db: Queryable, retentionSeconds: number) {
+	const endedAt = sql`least(${sessions.revokedAt}, ${sessions.expiresAt})`
+	const oldestEnded = db
+		.select({ id: sessions.id })
+		.from(sessions)
+		.where(lt(endedAt, sql`now() - ${retentionSeconds} * interval '1 second'`))
+		.orderBy(asc(endedAt))
+		.limit(PURGE_SESSIONS_PER_STEP)
+	const tokens = await db
+		.delete(refreshTokens)
+		.where(
+			inArray(
+				refreshTokens.id,
+				db
+					.select({ id: refreshTokens.id })
+					.from(refreshTokens)
+					.where(inArray(refreshTokens.sessionId, oldestEnded))
+					.limit(PURGE_TOKENS_PER_STEP)
+					.for('update', { skipLocked: true }),
+			),
+		)
+		.returning({ id: refreshTokens.id })
+	const emptied = await db
+		.delete(sessions)
+		.where(
+			inArray(
+				sessions.id,
+				db
+					.select({ id: sessions.id })
+					.from(sessions)
+					.where(
+						and(
+							inArray(sessions.id, oldestEnded),
+							notExists(db.select({ id: refreshTokens.id }).from(refreshTokens).where(eq(refreshTokens.sessionId, sessions.id))),
+						),
+					)
+					.for('update', { skipLocked: true }),
+			),
+		)
+		.returning({ id: sessions.id })
+	return { sessions: emptied.length, refreshTokens: tokens.length }
 }
 
 export function toSessionResource(row: SessionRow, currentSessionId: string): SessionResource {

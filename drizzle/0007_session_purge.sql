@@ -1,0 +1,1 @@
+CREATE INDEX "sessions_ended_at_idx" ON "sessions" USING btree (least("revoked_at", "expires_at"));
