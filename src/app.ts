@@ -19,7 +19,7 @@ import type { TokenKeys } from './modules/auth/keys'
 import { LoginLockout } from './modules/auth/lockout'
 import { PasswordHasher } from './modules/auth/password'
 import { AuthService } from './modules/auth/service'
-import { countActiveSessions } from './modules/auth/sessions'
+import { sessionUpkeep } from './modules/auth/session-upkeep'
 import { health } from './modules/health'
 import { jwks } from './modules/health/jwks'
 import { usersModule } from './modules/users'
@@ -70,20 +70,12 @@ export function createApp({ config, database, keys, log, counters, peerAddress }
 	const { db } = database
 	const hasher = new PasswordHasher(config.password)
 	const metrics = new Metrics({
-		activeSessions: () => countActiveSessions(db),
 		poolMax: config.database.kind === 'postgres' ? config.database.poolMax : 1,
 	})
 	const audit = new AuditLog(db, log, (type) => {
 		if (type === 'login.succeeded') metrics.login('succeeded')
 		else if (type === 'login.failed') metrics.login('failed')
 		else if (type === 'login.locked') metrics.login('locked')
-	})
-	const users = new UsersService({
-		db,
-		audit,
-		hasher,
-		passwordMinLength: config.password.minLength,
-		signupEnabled: config.signupEnabled,
 	})
 	const auth = new AuthService({
 		db,
@@ -92,6 +84,15 @@ export function createApp({ config, database, keys, log, counters, peerAddress }
 		lockout: new LoginLockout(store, config.lockout),
 		refreshTtlSeconds: config.jwt.refreshTtlSeconds,
 		reuseGraceSeconds: config.jwt.reuseGraceSeconds,
+		sessionsPerUserMax: config.sessions.perUserMax,
+	})
+	const users = new UsersService({
+		db,
+		audit,
+		hasher,
+		passwordChecks: auth,
+		passwordMinLength: config.password.minLength,
+		signupEnabled: config.signupEnabled,
 	})
 	const guard = authGuard({ db, keys, jwt: config.jwt })
 	// A scraper holding the metrics token is the operator's own; anyone else's /metrics request is budgeted.
@@ -108,19 +109,21 @@ export function createApp({ config, database, keys, log, counters, peerAddress }
 		.use(auditModule({ audit, guard }))
 
 	const app = new Elysia({ name: 'latchkey', normalize: false })
-		// Headers every response carries (the preflight too), then CORS, so that even a refused request
-		// carries what a browser needs to read the problem, then the request checks.
+		// Headers every response carries (the preflight too), then who the client is, then CORS, so that even a
+		// refused request carries what a browser needs to read the problem.
 		.use(responseHeaders({ htmlPaths: new Set([DOCS_PATH]) }))
 		.use(clientAddresses(config.rateLimit.trustProxy, peerAddress))
 		.use(corsFor(config.cors.origins))
+		.use(requestLogging(log, metrics.observeRequest))
+		// Every request counts, whatever its answer: the limits come before the request checks' refusals and
+		// before the problem handler, whose error hook would otherwise answer before theirs counted.
+		.use(rateLimits({ config: config.rateLimit, store, exempt: isAuthorizedScrape, onRefused: (budget) => metrics.refused(budget) }))
 		.use(
 			requestChecks({ bodyLimitBytes: config.bodyLimitBytes, htmlPaths: new Set([DOCS_PATH]), textPaths: new Set(['/metrics']) }),
 		)
-		.use(requestLogging(log, metrics.observeRequest))
-		// Before the problem handler: its error hook must count a refused request before the problem is answered.
-		.use(rateLimits({ config: config.rateLimit, store, exempt: isAuthorizedScrape, onRefused: (budget) => metrics.refused(budget) }))
 		.use(problemHandler(log, routeTable, config.rateLimit.windowSeconds))
 		.onStop(() => store.close())
+		.use(sessionUpkeep({ db, log, retentionSeconds: config.sessions.retentionSeconds, metrics: config.metrics.enabled ? metrics : undefined }))
 		.use(docs({ enabled: config.docsEnabled, path: DOCS_PATH }))
 		.use(jwks(keys))
 		.use(config.metrics.enabled ? metricsRoute(metrics, config.metrics.token) : new Elysia({ name: 'metrics-disabled' }))

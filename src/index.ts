@@ -8,7 +8,7 @@ import { migrate } from './db/migrate'
 import { createLogger, type Logger } from './log'
 import { KeyConfigError, loadTokenKeys, type TokenKeys } from './modules/auth/keys'
 import { PasswordHasher } from './modules/auth/password'
-import { BootstrapError, createAdmin, ensureBootstrapAdmin } from './modules/users/bootstrap'
+import { BootstrapError, createAdmin, ensureActiveAdmin } from './modules/users/bootstrap'
 import { isCompiledBinary } from './runtime'
 
 const HELP = `latchkey ${packageJson.version} — accounts and authentication over a JSON API
@@ -130,15 +130,13 @@ async function serve(config: Config, log: Logger): Promise<number> {
 	log.info({ database: database.description }, `using ${database.description}`)
 	const applied = await migrate(database.db)
 	if (applied.length) log.info({ applied }, 'migrations applied')
-	if (config.bootstrapAdmin) {
-		try {
-			await ensureBootstrapAdmin(database.db, new PasswordHasher(config.password), config.bootstrapAdmin, config.password.minLength, log)
-		} catch (error) {
-			if (!(error instanceof BootstrapError)) throw error
-			console.error(`latchkey: configuration: LATCHKEY_ADMIN_EMAIL: ${error.message}`)
-			await database.close()
-			return EXIT.failure
-		}
+	try {
+		await ensureActiveAdmin(database.db, new PasswordHasher(config.password), config.bootstrapAdmin, config.password.minLength, log)
+	} catch (error) {
+		if (!(error instanceof BootstrapError)) throw error
+		console.error(`latchkey: configuration: LATCHKEY_ADMIN_EMAIL: ${error.message}`)
+		await database.close()
+		return EXIT.failure
 	}
 
 	if (config.workers > 1 && !process.env[WORKER_MARK]) {

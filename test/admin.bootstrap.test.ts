@@ -2,12 +2,12 @@ import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from '
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { eq } from 'drizzle-orm'
+import { and, eq } from 'drizzle-orm'
 import { openDatabase } from '../src/db/client'
 import { users } from '../src/db/schema'
 import { createLogger } from '../src/log'
 import { PasswordHasher } from '../src/modules/auth/password'
-import { ensureBootstrapAdmin } from '../src/modules/users/bootstrap'
+import { ensureActiveAdmin, NO_ACTIVE_ADMIN } from '../src/modules/users/bootstrap'
 import { startTestApp, type TestApp } from './support/app'
 import { login, uniqueEmail } from './support/fixtures'
 
@@ -77,13 +77,13 @@ describe('LATCHKEY_ADMIN_EMAIL and LATCHKEY_ADMIN_PASSWORD', () => {
 	})
 	afterAll(() => t.close())
 
-	const bootstrap = (email: string) =>
-		ensureBootstrapAdmin(
+	const bootstrap = (email: string | undefined, lines: string[] = []) =>
+		ensureActiveAdmin(
 			t.database.handle.db,
 			new PasswordHasher(t.config.password),
-			{ email, password: ADMIN_PASSWORD },
+			email === undefined ? undefined : { email, password: ADMIN_PASSWORD },
 			t.config.password.minLength,
-			createLogger('silent'),
+			createLogger('info', { write: (line: string) => void lines.push(line) }),
 		)
 
 	test('create the first admin when there is none, and nothing once one exists', async () => {
@@ -94,6 +94,31 @@ describe('LATCHKEY_ADMIN_EMAIL and LATCHKEY_ADMIN_PASSWORD', () => {
 
 		await bootstrap(uniqueEmail('later-admin'))
 		expect((await t.call('GET', '/api/users?role=admin', { token: admin.accessToken })).body.data.items).toHaveLength(1)
+	})
+
+	test('with no active admin left (the only one deactivated), start-up creates the configured one, or says what to do', async () => {
+		// The API never lets the last active admin go; an operator's SQL or an old release could have.
+		await t.database.handle.db
+			.update(users)
+			.set({ status: 'deactivated', deactivatedAt: new Date() })
+			.where(and(eq(users.role, 'admin'), eq(users.status, 'active')))
+		const silent: string[] = []
+		await bootstrap(undefined, silent)
+		expect(silent.join('\n')).toContain(NO_ACTIVE_ADMIN)
+
+		// The deactivated admin's own email is taken: never reactivated from the environment, and start-up goes on.
+		const [former] = await t.database.handle.db.select({ email: users.email }).from(users).where(eq(users.role, 'admin')).limit(1)
+		const taken: string[] = []
+		await bootstrap(String(former?.email), taken)
+		expect(taken.join('\n')).toContain('never promoted or reactivated')
+		expect(taken.join('\n')).toContain(NO_ACTIVE_ADMIN)
+
+		const replacement = uniqueEmail('replacement-admin')
+		const created: string[] = []
+		await bootstrap(replacement, created)
+		expect(created.join('\n')).toContain('created the first admin from LATCHKEY_ADMIN_EMAIL')
+		const admin = await login(t, replacement, ADMIN_PASSWORD)
+		expect((await t.call('GET', '/api/users/me', { token: admin.accessToken })).body.data).toMatchObject({ role: 'admin', status: 'active' })
 	})
 
 	test('are applied when the service starts, without logging the password', async () => {

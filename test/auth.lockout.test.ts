@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { problem, startTestApp, type TestApp } from './support/app'
 import { createTestDatabase, type TestDatabase } from './support/database'
-import { PASSWORD, signUp, uniqueEmail } from './support/fixtures'
+import { PASSWORD, signUp, signUpAdmin, uniqueEmail } from './support/fixtures'
 
 // Each file sets its own default: bun applies setDefaultTimeout to the file that calls it.
 setDefaultTimeout(30_000)
@@ -80,5 +80,53 @@ describe('per-account lockout', () => {
 		const { email } = await signUp(off)
 		for (let i = 0; i < 8; i++) expect((await attempt(off, email, 'wrong password here')).status).toBe(401)
 		expect((await attempt(off, email, PASSWORD)).status).toBe(200)
+	})
+})
+
+describe('guesses sent in parallel', () => {
+	const statuses = (results: Array<{ status: number }>) => results.map((res) => res.status)
+	const evaluated = (results: Array<{ status: number }>) => results.filter((res) => res.status !== 429).length
+
+	test('of twenty wrong guesses fired together, no more than the threshold are evaluated; the rest are login-locked', async () => {
+		const { email } = await signUp(t)
+		const results = await Promise.all(Array.from({ length: 20 }, (_, i) => attempt(t, email, `wrong guess number ${i}`, `198.51.100.${i}`)))
+		expect(evaluated(results)).toBeLessThanOrEqual(3)
+		expect(statuses(results).filter((status) => status === 401)).toHaveLength(evaluated(results))
+		for (const res of results.filter((res) => res.status === 429)) expect(res.body).toEqual(locked)
+		expect((await attempt(t, email, PASSWORD)).status).toBe(429)
+	})
+
+	test('the right password hidden among parallel wrong guesses is evaluated only if it is among the first threshold', async () => {
+		const { email } = await signUp(t)
+		const guesses = Array.from({ length: 19 }, (_, i) => `wrong guess number ${i}`)
+		guesses.splice(10, 0, PASSWORD)
+		const results = await Promise.all(guesses.map((guess) => attempt(t, email, guess)))
+		// Before the fix every guess was checked, so the right one always logged in.
+		expect(evaluated(results)).toBeLessThanOrEqual(3)
+		expect(results.filter((res) => res.status === 200).length).toBeLessThanOrEqual(1)
+	})
+
+	test('a wrong currentPassword counts as a failed login of that account: the threshold locks PUT and login alike', async () => {
+		const user = await signUp(t)
+		const change = (currentPassword: string) =>
+			t.call('PUT', `/api/users/${user.id}`, {
+				json: { email: user.email, name: '', password: 'a brand new passphrase 1', currentPassword },
+				token: user.accessToken,
+			})
+		const results = await Promise.all(Array.from({ length: 12 }, (_, i) => change(`not my password ${i}`)))
+		expect(evaluated(results)).toBeLessThanOrEqual(3)
+		for (const res of results.filter((res) => res.status !== 429))
+			expect(res.body.errors).toEqual([{ pointer: '#/currentPassword', code: 'mismatch', detail: 'is not your current password' }])
+		for (const res of results.filter((res) => res.status === 429))
+			expect(res.body).toEqual({ ...locked, instance: `/api/users/${user.id}` })
+		// The right current password is refused too while the account is locked, and so is a login.
+		expect((await change(PASSWORD)).status).toBe(429)
+		expect((await attempt(t, user.email, PASSWORD)).status).toBe(429)
+		const admin = await signUpAdmin(t)
+		const audit = await t.call('GET', `/api/audit-events?userId=${user.id}&type=login.failed&limit=100`, { token: admin.accessToken })
+		const reasons = (audit.body.data.items as Array<{ details: { reason: string } }>).map((event) => event.details.reason)
+		expect(reasons.filter((reason) => reason === 'wrong_current_password')).toHaveLength(evaluated(results))
+		const locks = await t.call('GET', `/api/audit-events?userId=${user.id}&type=login.locked`, { token: admin.accessToken })
+		expect(locks.body.data.items).toHaveLength(1)
 	})
 })

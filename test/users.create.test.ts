@@ -176,9 +176,21 @@ describe('sign-up validation: one errors entry per invalid field', () => {
 		})
 	}
 
-	test('the password policy is checked once the body has the right shape: shape errors come first', async () => {
-		const shape = await signUpRequest({ email: 'not-an-email', password: 'short' })
-		expect(shape.body).toEqual(validation([{ pointer: '#/email', code: 'format', detail: 'must be an email address' }]))
+	test('a malformed email and a too-short password are reported together, in one 422', async () => {
+		const both = await signUpRequest({ email: 'not-an-email', password: 'short' })
+		expect(both.status).toBe(422)
+		expect(both.body).toEqual(
+			validation([
+				{ pointer: '#/email', code: 'format', detail: 'must be an email address' },
+				{ pointer: '#/password', code: 'minLength', detail: 'must be at least 8 characters' },
+			]),
+		)
+		const common = await signUpRequest({ email: 'still-not-an-email', password: 'password123', name: 7 })
+		expect(common.body.errors).toEqual([
+			{ pointer: '#/email', code: 'format', detail: 'must be an email address' },
+			{ pointer: '#/name', code: 'type', detail: 'must be a string' },
+			{ pointer: '#/password', code: 'commonPassword', detail: 'is too common; choose another' },
+		])
 		const policy = await signUpRequest({ email: uniqueEmail(), password: 'short' })
 		expect(policy.body).toEqual(
 			validation([{ pointer: '#/password', code: 'minLength', detail: 'must be at least 8 characters' }]),

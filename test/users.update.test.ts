@@ -315,3 +315,45 @@ describe('conflicts', () => {
 		}
 	})
 })
+
+describe('an id in another letter case names the same account', () => {
+	test('the self check holds: an admin changing their own password under the upper-case id still needs currentPassword', async () => {
+		const admin = await signUpAdmin(t)
+		const res = await put(admin.id.toUpperCase(), { email: admin.email, name: '', password: 'a brand new passphrase 7' }, admin)
+		expect(res.status).toBe(422)
+		expect(res.body.errors).toEqual([{ pointer: '#/currentPassword', code: 'required', detail: 'is required to change your email or password' }])
+		expect((await me(admin)).status).toBe(200)
+	})
+
+	test('a user reaches their own account under the upper-case id, and nobody else’s', async () => {
+		const user = await signUp(t)
+		const other = await signUp(t)
+		expect((await t.call('GET', `/api/users/${user.id.toUpperCase()}`, { token: user.accessToken })).body.data.id).toBe(user.id)
+		expect((await t.call('GET', `/api/users/${other.id.toUpperCase()}`, { token: user.accessToken })).status).toBe(403)
+	})
+
+	test('the last-admin guard holds: the only active admin can neither demote nor deactivate itself under the upper-case id', async () => {
+		const { admin, restore } = await soleActiveAdmin(t)
+		const upper = admin.id.toUpperCase()
+		try {
+			const demoted = await put(upper, { email: admin.email, name: '', role: 'user' }, admin)
+			expect(demoted.body).toEqual(problem('last-admin', 409, `/api/users/${upper}`, 'The last active admin can be neither deactivated nor demoted'))
+			const deactivatedByPut = await put(upper, { email: admin.email, name: '', status: 'deactivated' }, admin)
+			expect(deactivatedByPut.status).toBe(409)
+			const deactivated = await t.call('DELETE', `/api/users/${upper}`, { token: admin.accessToken })
+			expect(deactivated.status).toBe(409)
+			expect((await me(admin)).body.data).toMatchObject({ role: 'admin', status: 'active' })
+		} finally {
+			await restore()
+		}
+	})
+
+	test('a session id in upper case revokes that session', async () => {
+		const user = await signUp(t)
+		const other = await login(t, user.email)
+		const res = await t.call('DELETE', `/api/users/me/sessions/${other.sessionId.toUpperCase()}`, { token: user.accessToken })
+		expect(res.status).toBe(200)
+		expect(res.body.data.id).toBe(other.sessionId)
+		expect((await me(other)).status).toBe(401)
+	})
+})

@@ -2,12 +2,26 @@ import type { Config } from '../../config/env'
 import type { CounterStore } from '../../http/counters'
 import { AppError } from '../../http/problem'
 
+/** One reserved password check: tell the lockout how it ended. */
+export interface PasswordAttempt {
+	/** The password was wrong; resolves true when this failure locked the account. */
+	failed(): Promise<boolean>
+	/** The password was right: the failures counted so far are forgiven. */
+	succeeded(): Promise<void>
+}
+
+const NO_LOCKOUT: PasswordAttempt = { failed: async () => false, succeeded: async () => {} }
+
 /**
- * Per-account lockout: after `threshold` failed logins within the window,
- * that email is locked for `lockSeconds`, whatever the client IP, for known
- * and unknown emails alike (so a lock says nothing about whether an account
- * exists). Keys are the normalised email's SHA-256, so no address is stored
- * in Redis in clear.
+ * Per-account lockout: after `threshold` failed password checks within the
+ * window, that email is locked for `lockSeconds`, whatever the client IP,
+ * for known and unknown emails alike (so a lock says nothing about whether an
+ * account exists). Keys are the normalised email's SHA-256, so no address is
+ * stored in Redis in clear.
+ *
+ * Each check is reserved (counted) atomically BEFORE the hash is computed:
+ * of guesses sent in parallel, at most `threshold` are ever evaluated within
+ * a window; the rest are refused as locked without being looked at.
  */
 export class LoginLockout {
 	constructor(
@@ -23,25 +37,24 @@ export class LoginLockout {
 		return `lockout:${kind}:${new Bun.CryptoHasher('sha256').update(email).digest('hex')}`
 	}
 
-	/** Throws the login-locked problem while the email is locked. */
-	async assertNotLocked(email: string): Promise<void> {
-		if (!this.enabled) return
-		const ms = await this.store.remaining(this.key('lock', email))
-		if (ms > 0) throw lockedProblem(Math.ceil(ms / 1000))
-	}
-
-	/** Counts a failure; the one that reaches the threshold starts the lock. Returns whether it did. */
-	async recordFailure(email: string): Promise<boolean> {
-		if (!this.enabled) return false
-		const { count } = await this.store.increment(this.key('fail', email), this.settings.windowSeconds * 1000)
-		if (count < this.settings.threshold) return false
-		await this.store.mark(this.key('lock', email), this.settings.lockSeconds * 1000)
-		await this.store.delete(this.key('fail', email))
-		return count === this.settings.threshold
-	}
-
-	async recordSuccess(email: string): Promise<void> {
-		if (this.enabled) await this.store.delete(this.key('fail', email))
+	/** Reserves one password check for this email, or throws the login-locked problem. */
+	async reserve(email: string): Promise<PasswordAttempt> {
+		if (!this.enabled) return NO_LOCKOUT
+		const { threshold, windowSeconds, lockSeconds } = this.settings
+		const lockedMs = await this.store.remaining(this.key('lock', email))
+		if (lockedMs > 0) throw lockedProblem(Math.ceil(lockedMs / 1000))
+		const { count: reserved } = await this.store.increment(this.key('fail', email), windowSeconds * 1000)
+		// The threshold's worth of checks is already taken (some may still be running).
+		if (reserved > threshold) throw lockedProblem(lockSeconds)
+		return {
+			failed: async () => {
+				if (reserved < threshold) return false
+				await this.store.mark(this.key('lock', email), lockSeconds * 1000)
+				await this.store.delete(this.key('fail', email))
+				return true
+			},
+			succeeded: () => this.store.delete(this.key('fail', email)),
+		}
 	}
 }
 
@@ -49,3 +62,6 @@ const lockedProblem = (retryAfterSeconds: number) =>
 	new AppError('login-locked', 'Too many failed logins for this account; try again later', {
 		headers: { 'retry-after': String(retryAfterSeconds) },
 	})
+
+/** Whether an error is the lockout's refusal. */
+export const isLoginLocked = (error: unknown) => error instanceof AppError && error.kind === 'login-locked'

@@ -4,9 +4,9 @@ import { refreshTokens, sessions, users, type UserRow } from '../../db/schema'
 import { AppError } from '../../http/problem'
 import { normalizeEmail } from '../users/service'
 import type { AuditLog } from '../audit/service'
-import type { LoginLockout } from './lockout'
+import { isLoginLocked, type LoginLockout, type PasswordAttempt } from './lockout'
 import type { PasswordHasher } from './password'
-import { issueTokenPair, revokeUserSessions, startSession, type Caller, type ClientInfo } from './sessions'
+import { issueTokenPair, revokeUserSessions, startSession, type Caller, type ClientInfo, type Queryable } from './sessions'
 import { hashRefreshToken } from './tokens'
 
 export interface AuthServiceDeps {
@@ -16,6 +16,8 @@ export interface AuthServiceDeps {
 	lockout: LoginLockout
 	refreshTtlSeconds: number
 	reuseGraceSeconds: number
+	/** Live sessions per user; a login beyond it revokes the oldest (0: no cap). */
+	sessionsPerUserMax: number
 }
 
 /** What a login or refresh yields before the access token is signed. */
@@ -41,40 +43,57 @@ export class AuthService {
 	constructor(private readonly deps: AuthServiceDeps) {}
 
 	/**
-	 * Unknown email, wrong password and deactivated account all cost one
-	 * argon2 verification and end in the same error.
+	 * Unknown email, wrong password and deactivated account all cost the same
+	 * argon2 work and end in the same error. The check is reserved with the
+	 * lockout before the hash is computed, and what it verified is held by
+	 * `holdCredentials` while the session is written: a password change (or
+	 * email change, or deactivation) that lands between the check and the
+	 * session makes this login fail rather than outlive the change.
 	 */
 	async login(email: string, password: string, client: ClientInfo): Promise<IssuedSession> {
 		const normalized = normalizeEmail(email)
-		const { audit } = this.deps
-		try {
-			await this.deps.lockout.assertNotLocked(normalized)
-		} catch (error) {
-			await audit.record('login.failed', client, { details: { email: normalized, reason: 'locked' } })
-			throw error
+		const { audit, db, hasher } = this.deps
+		const attempt = await this.reserveAttempt(normalized, client)
+		const [user] = await db.select().from(users).where(eq(users.email, normalized))
+		const valid = user ? await hasher.verify(password, user.passwordHash) : await hasher.verifyAgainstDummy(password)
+		let reason = !user ? 'unknown_email' : !valid ? 'wrong_password' : user.status !== 'active' ? 'deactivated' : undefined
+		let started: Awaited<ReturnType<typeof startSession>> | undefined
+		if (user && reason === undefined) {
+			// Hashes made with other parameters are replaced now, while the password is known; never inside the transaction.
+			const upgradedHash = hasher.needsRehash(user.passwordHash) ? await hasher.hash(password) : undefined
+			started = await db.transaction(async (tx) =>
+				(await holdCredentials(tx, user, upgradedHash)) ? startSession(tx, user.id, client, this.deps.refreshTtlSeconds, this.deps.sessionsPerUserMax) : undefined,
+			)
+			if (!started) reason = 'credentials_changed'
 		}
-		const [user] = await this.deps.db.select().from(users).where(eq(users.email, normalized))
-		const valid = user
-			? await this.deps.hasher.verify(password, user.passwordHash)
-			: await this.deps.hasher.verifyAgainstDummy(password)
-		if (!user || !valid || user.status !== 'active') {
-			const reason = !user ? 'unknown_email' : !valid ? 'wrong_password' : 'deactivated'
-			await audit.record('login.failed', client, { subjectId: user?.id, details: { email: normalized, reason } })
-			if (await this.deps.lockout.recordFailure(normalized))
-				await audit.record('login.locked', client, { subjectId: user?.id, details: { email: normalized } })
+		if (!user || !started) {
+			await this.recordFailure(attempt, client, { email: normalized, subjectId: user?.id, reason: reason ?? 'unknown' })
 			throw invalidCredentials()
 		}
-		await this.deps.lockout.recordSuccess(normalized)
-		if (this.deps.hasher.needsRehash(user.passwordHash)) await this.upgradeHash(user.id, password)
-		const started = await this.deps.db.transaction((tx) => startSession(tx, user.id, client, this.deps.refreshTtlSeconds))
+		await attempt.succeeded()
 		await audit.record('login.succeeded', client, { actorId: user.id, subjectId: user.id, details: { sessionId: started.session.id } })
 		return { user, sessionId: started.session.id, refreshToken: started.refreshToken, accessTokenId: started.accessTokenId }
 	}
 
-	/** Hashes made with older parameters are replaced on the next successful login. */
-	private async upgradeHash(userId: string, password: string) {
-		const passwordHash = await this.deps.hasher.hash(password)
-		await this.deps.db.update(users).set({ passwordHash }).where(eq(users.id, userId))
+	/** Counts a failed password check toward the lockout and audits it, and the lock it starts. */
+	async recordFailure(
+		attempt: PasswordAttempt,
+		client: ClientInfo,
+		{ email, subjectId, actorId, reason }: { email: string; subjectId?: string; actorId?: string; reason: string },
+	) {
+		await this.deps.audit.record('login.failed', client, { actorId, subjectId, details: { email, reason } })
+		if (await attempt.failed()) await this.deps.audit.record('login.locked', client, { actorId, subjectId, details: { email } })
+	}
+
+	/** A password check reserved with the lockout; a refusal is audited as a failed login. */
+	async reserveAttempt(email: string, client: ClientInfo, actorId?: string): Promise<PasswordAttempt> {
+		try {
+			return await this.deps.lockout.reserve(email)
+		} catch (error) {
+			if (isLoginLocked(error))
+				await this.deps.audit.record('login.failed', client, { actorId, details: { email, reason: 'locked' } })
+			throw error
+		}
 	}
 
 	/**
@@ -177,4 +196,19 @@ export class AuthService {
 			.returning({ id: sessions.id })
 		return revoked.length
 	}
+}
+
+/**
+ * Inside the login's transaction: holds the account as the password check saw
+ * it (same credentials version, still active) until the session is written,
+ * and writes an upgraded hash only over the hash that was checked. A change
+ * committed since the check leaves no row to hold (false); one that comes
+ * later waits for this transaction, and then revokes the session it wrote.
+ */
+async function holdCredentials(tx: Queryable, checked: UserRow, upgradedHash: string | undefined): Promise<boolean> {
+	const unchanged = and(eq(users.id, checked.id), eq(users.credentialsVersion, checked.credentialsVersion), eq(users.status, 'active'))
+	const held = upgradedHash
+		? await tx.update(users).set({ passwordHash: upgradedHash }).where(unchanged).returning({ id: users.id })
+		: await tx.select({ id: users.id }).from(users).where(unchanged).for('share')
+	return held.length === 1
 }

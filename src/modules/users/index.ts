@@ -3,7 +3,8 @@ import type { authGuard } from '../../http/auth'
 import { targetUserId } from '../../http/auth'
 import { Envelope, problemResponses } from '../../http/openapi'
 import { nextPageLink } from '../../http/pagination'
-import { envelope } from '../../http/problem'
+import { envelope, reportWithSchemaErrors } from '../../http/problem'
+import { chargeAuthBudget } from '../../http/rate-limit'
 import { listActiveSessions, revokeSession } from '../auth/sessions'
 import { UserModel } from './model'
 import { normalizeEmail, toUserResource, type UsersService } from './service'
@@ -24,11 +25,19 @@ export const usersModule = ({ users, guard, db, audit }: UsersModuleDeps) =>
 	new Elysia({ name: 'users', prefix: '/users', detail: { tags: ['Users'] } })
 		.use(guard)
 		.use(requestContext)
-		.onTransform(({ body }) => {
+		.onTransform(({ body, params, request }) => {
+			// Ids are compared as text (the caller's own, the last admin): one letter case, lower, as they are issued.
+			const ids = (params ?? {}) as { id?: string; sessionId?: string }
+			if (typeof ids.id === 'string') ids.id = ids.id.toLowerCase()
+			if (typeof ids.sessionId === 'string') ids.sessionId = ids.sessionId.toLowerCase()
+			const candidate = body as { email?: unknown; password?: unknown; currentPassword?: unknown } | undefined
+			if (!candidate || typeof candidate !== 'object') return
 			// Emails are compared trimmed and lower-cased everywhere.
-			const candidate = body as { email?: unknown } | undefined
-			if (candidate && typeof candidate === 'object' && typeof candidate.email === 'string')
-				candidate.email = normalizeEmail(candidate.email)
+			if (typeof candidate.email === 'string') candidate.email = normalizeEmail(candidate.email)
+			// A sign-up, or a PUT that sets or checks a password, computes a hash: the /auth budget pays for it.
+			if (request.method === 'POST' || 'password' in candidate || 'currentPassword' in candidate) chargeAuthBudget(request)
+			const passwordProblem = typeof candidate.password === 'string' ? users.passwordProblem(candidate.password) : undefined
+			if (passwordProblem) reportWithSchemaErrors(request, [passwordProblem])
 		})
 		.post(
 			'',
@@ -46,7 +55,7 @@ export const usersModule = ({ users, guard, db, audit }: UsersModuleDeps) =>
 					operationId: 'createUser',
 					summary: 'Sign up, or (as an admin) create an account',
 					description:
-						'Open to anyone while sign-up is enabled; admins (with their token) always. Only admins may set `role`. `Location` names the new account.',
+						'Open to anyone while sign-up is enabled; admins (with their token) always. Only admins may set `role`. `Location` names the new account. Counts against the stricter `/auth` rate limit (it computes a password hash). All invalid fields are reported at once, the password policy included.',
 					// A token is optional: without one this is a sign-up.
 					security: [{}, { bearerAuth: [] }],
 				},
@@ -92,12 +101,15 @@ export const usersModule = ({ users, guard, db, audit }: UsersModuleDeps) =>
 				auth: 'self',
 				params: UserModel.idParams,
 				body: UserModel.replace,
-				response: { 200: UserEnvelope, ...problemResponses(400, 401, 403, 404, 'email-taken', 'last-admin', 413, 415, 422, 429) },
+				response: {
+					200: UserEnvelope,
+					...problemResponses(400, 401, 403, 404, 'email-taken', 'last-admin', 'conflict', 413, 415, 422, 'rate-limited', 'login-locked'),
+				},
 				detail: {
 					operationId: 'replaceUser',
 					summary: 'Replace the editable fields of an account',
 					description:
-						'`currentPassword` is required when users change their own email or password. Only admins may change `role` or `status`. A new password revokes the other sessions.',
+						'`currentPassword` is required when users change their own email or password; a wrong one counts as a failed login of the account (its lockout then answers 429 `login-locked`). Only admins may change `role` or `status`. A new password revokes the other sessions. A request that sets or checks a password counts against the stricter `/auth` rate limit. If the account\'s credentials change while the request is handled (another password or email change), it is refused with 409 `conflict`: read the account again and retry.',
 				},
 			},
 		)

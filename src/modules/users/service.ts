@@ -5,6 +5,7 @@ import { users, type UserRow } from '../../db/schema'
 import { AppError, Conflict, Forbidden, NotFound, ValidationFailed, type FieldError } from '../../http/problem'
 import { passwordProblem, type PasswordHasher } from '../auth/password'
 import type { AuditLog, ClientInfo } from '../audit/service'
+import type { AuthService } from '../auth/service'
 import { revokeUserSessions, type Caller, type Queryable } from '../auth/sessions'
 import type { CreateUserInput, ListUsersQuery, ReplaceUserInput, UserResource } from './model'
 
@@ -25,12 +26,34 @@ export function toUserResource(row: UserRow): UserResource {
 
 export interface UsersServiceDeps {
 	db: Database
-	/** Absent only for the operator's CLI, which writes no request-bound events. */
-	audit?: AuditLog
+	audit: AuditLog
 	hasher: PasswordHasher
+	/** The lockout and failure audit that every password check goes through (the login's). */
+	passwordChecks: Pick<AuthService, 'reserveAttempt' | 'recordFailure'>
 	passwordMinLength: number
 	signupEnabled: boolean
 }
+
+/** Inserts an account; the unique index, not a prior read, decides whether the email is taken. */
+export async function insertUser(
+	db: Queryable,
+	values: { email: string; name: string; role: 'user' | 'admin'; passwordHash: string },
+): Promise<UserRow> {
+	try {
+		const now = new Date()
+		const [row] = await db
+			.insert(users)
+			.values({ id: Bun.randomUUIDv7(), ...values, email: normalizeEmail(values.email), createdAt: now, updatedAt: now })
+			.returning()
+		if (!row) throw new Error('user insert returned no row')
+		return row
+	} catch (error) {
+		throw translateConstraint(error)
+	}
+}
+
+const changedMeanwhile = () =>
+	new Conflict('conflict', 'The account changed while this request was being handled; read it again and retry')
 
 /** Account rules of API.md; knows nothing of HTTP. */
 export class UsersService {
@@ -42,28 +65,13 @@ export class UsersService {
 		if (!isAdmin && input.role !== undefined && input.role !== 'user') throw new Forbidden('Only admins may assign a role')
 		this.checkPassword(input.password)
 		const passwordHash = await this.deps.hasher.hash(input.password)
-		const user = await this.insert({ email: input.email, name: input.name ?? '', role: input.role ?? 'user', passwordHash })
-		await this.deps.audit?.record(isAdmin ? 'user.created' : 'user.signed_up', client, {
+		const user = await insertUser(this.deps.db, { email: input.email, name: input.name ?? '', role: input.role ?? 'user', passwordHash })
+		await this.deps.audit.record(isAdmin ? 'user.created' : 'user.signed_up', client, {
 			actorId: caller?.user.id ?? user.id,
 			subjectId: user.id,
 			details: { role: user.role },
 		})
 		return user
-	}
-
-	/** Inserts an account; the unique index, not a prior read, decides whether the email is taken. */
-	async insert(values: { email: string; name: string; role: 'user' | 'admin'; passwordHash: string }): Promise<UserRow> {
-		try {
-			const now = new Date()
-			const [row] = await this.deps.db
-				.insert(users)
-				.values({ id: Bun.randomUUIDv7(), ...values, email: normalizeEmail(values.email), createdAt: now, updatedAt: now })
-				.returning()
-			if (!row) throw new Error('user insert returned no row')
-			return row
-		} catch (error) {
-			throw translateConstraint(error)
-		}
 	}
 
 	async get(id: string): Promise<UserRow> {
@@ -88,30 +96,40 @@ export class UsersService {
 		return { items, nextCursor, limit }
 	}
 
+	/**
+	 * The slow part first, outside any transaction: the current password is
+	 * checked (through the lockout) and the new one hashed against the account
+	 * as read. Then one short transaction applies the change only if the
+	 * account's credentials are still those that were checked (compare and
+	 * swap on credentials_version), else 409: no argon2 ever runs while a row
+	 * lock or a pooled connection is held.
+	 */
 	async replace(id: string, input: ReplaceUserInput, caller: Caller, client: ClientInfo): Promise<UserRow> {
 		const callerIsAdmin = caller.user.role === 'admin'
 		const self = caller.user.id === id
-		let before: UserRow | undefined
-		const updated = await this.deps.db.transaction(async (tx) => {
-			const activeAdmins = await lockActiveAdmins(tx)
-			const current = await lockUser(tx, id)
-			before = current
-			if (!callerIsAdmin && input.role !== undefined && input.role !== current.role)
-				throw new Forbidden('Only admins may change a role')
-			if (!callerIsAdmin && input.status !== undefined && input.status !== current.status)
-				throw new Forbidden('Only admins may change an account status')
-			const email = normalizeEmail(input.email)
-			const changesCredentials = input.password !== undefined || email !== current.email
-			if (self && changesCredentials) await this.requireCurrentPassword(input.currentPassword, current)
-			if (input.password !== undefined) this.checkPassword(input.password)
+		const checked = await this.get(id)
+		assertMayChange(input, checked, callerIsAdmin)
+		const email = normalizeEmail(input.email)
+		const changesCredentials = input.password !== undefined || email !== checked.email
+		if (input.password !== undefined) this.checkPassword(input.password)
+		if (self && changesCredentials) await this.requireCurrentPassword(input.currentPassword, checked, caller, client)
+		const newHash = input.password === undefined ? undefined : await this.deps.hasher.hash(input.password)
 
+		// Every active admin is locked, before the account, only when admins can be affected (see lockActiveAdmins).
+		const mayAffectAdmins = checked.role === 'admin' || (callerIsAdmin && (input.role !== undefined || input.status !== undefined))
+		const updated = await this.deps.db.transaction(async (tx) => {
+			const activeAdmins = mayAffectAdmins ? await lockActiveAdmins(tx) : []
+			const current = await lockUser(tx, id)
+			if (current.credentialsVersion !== checked.credentialsVersion || (current.role === 'admin' && !mayAffectAdmins))
+				throw changedMeanwhile()
+			assertMayChange(input, current, callerIsAdmin)
 			const role = input.role ?? current.role
 			const status = input.status ?? current.status
 			const leavesAdmins = current.role === 'admin' && current.status === 'active' && (role !== 'admin' || status !== 'active')
 			if (leavesAdmins) ensureAnotherActiveAdmin(activeAdmins, id)
 
-			const passwordHash = input.password === undefined ? current.passwordHash : await this.deps.hasher.hash(input.password)
 			const deactivating = status === 'deactivated' && current.status !== 'deactivated'
+			const bumpsCredentials = newHash !== undefined || email !== current.email || status !== current.status
 			const [row] = await tx
 				.update(users)
 				.set({
@@ -119,7 +137,8 @@ export class UsersService {
 					name: input.name,
 					role,
 					status,
-					passwordHash,
+					passwordHash: newHash ?? current.passwordHash,
+					credentialsVersion: bumpsCredentials ? current.credentialsVersion + 1 : current.credentialsVersion,
 					updatedAt: new Date(),
 					deactivatedAt: status === 'active' ? null : deactivating ? new Date() : current.deactivatedAt,
 				})
@@ -131,16 +150,15 @@ export class UsersService {
 			if (!row) throw new NotFound('No user with this id')
 			if (deactivating) await revokeUserSessions(tx, id)
 			// A new password ends every other session: whoever knew the old one is logged out.
-			else if (input.password !== undefined) await revokeUserSessions(tx, id, self ? caller.sessionId : undefined)
-			return row
+			else if (newHash !== undefined) await revokeUserSessions(tx, id, self ? caller.sessionId : undefined)
+			return { before: current, row }
 		})
-		if (before) await this.auditChanges(before, updated, input.password !== undefined, caller, client)
-		return updated
+		await this.auditChanges(updated.before, updated.row, newHash !== undefined, caller, client)
+		return updated.row
 	}
 
 	private async auditChanges(before: UserRow, after: UserRow, passwordChanged: boolean, caller: Caller, client: ClientInfo) {
-		const audit = this.deps.audit
-		if (!audit) return
+		const { audit } = this.deps
 		const who = { actorId: caller.user.id, subjectId: after.id }
 		if (passwordChanged) await audit.record('password.changed', client, who)
 		if (before.email !== after.email) await audit.record('email.changed', client, who)
@@ -164,29 +182,50 @@ export class UsersService {
 			const now = new Date()
 			const [row] = await tx
 				.update(users)
-				.set({ status: 'deactivated', deactivatedAt: now, updatedAt: now })
+				.set({ status: 'deactivated', deactivatedAt: now, updatedAt: now, credentialsVersion: current.credentialsVersion + 1 })
 				.where(eq(users.id, id))
 				.returning()
 			await revokeUserSessions(tx, id)
 			if (!row) throw new NotFound('No user with this id')
 			return row
 		})
-		if (changed) await this.deps.audit?.record('user.deactivated', client, { actorId: caller.user.id, subjectId: id })
+		if (changed) await this.deps.audit.record('user.deactivated', client, { actorId: caller.user.id, subjectId: id })
 		return row
 	}
 
+	/** What the password policy finds wrong with a password, if anything. */
+	passwordProblem(password: string): FieldError | undefined {
+		return passwordProblem(password, this.deps.passwordMinLength)
+	}
+
 	private checkPassword(password: string) {
-		const problem = passwordProblem(password, this.deps.passwordMinLength)
+		const problem = this.passwordProblem(password)
 		if (problem) throw new ValidationFailed([problem])
 	}
 
-	private async requireCurrentPassword(currentPassword: string | undefined, user: UserRow) {
+	/** A wrong current password is a failed login of the account: counted toward its lockout, and audited. */
+	private async requireCurrentPassword(currentPassword: string | undefined, user: UserRow, caller: Caller, client: ClientInfo) {
 		const pointer = '#/currentPassword'
 		if (currentPassword === undefined)
 			throw new ValidationFailed([{ pointer, code: 'required', detail: 'is required to change your email or password' }])
-		if (!(await this.deps.hasher.verify(currentPassword, user.passwordHash)))
-			throw new ValidationFailed([{ pointer, code: 'mismatch', detail: 'is not your current password' }])
+		const { passwordChecks } = this.deps
+		const attempt = await passwordChecks.reserveAttempt(user.email, client, caller.user.id)
+		if (await this.deps.hasher.verify(currentPassword, user.passwordHash)) return attempt.succeeded()
+		await passwordChecks.recordFailure(attempt, client, {
+			email: user.email,
+			subjectId: user.id,
+			actorId: caller.user.id,
+			reason: 'wrong_current_password',
+		})
+		throw new ValidationFailed([{ pointer, code: 'mismatch', detail: 'is not your current password' }])
 	}
+}
+
+/** Only admins change a role or a status: sending another value than the account's is 403. */
+function assertMayChange(input: ReplaceUserInput, current: UserRow, callerIsAdmin: boolean) {
+	if (callerIsAdmin) return
+	if (input.role !== undefined && input.role !== current.role) throw new Forbidden('Only admins may change a role')
+	if (input.status !== undefined && input.status !== current.status) throw new Forbidden('Only admins may change an account status')
 }
 
 async function lockUser(tx: Queryable, id: string): Promise<UserRow> {
@@ -281,7 +320,13 @@ function decodeCursor(value: string, sort: Sort): Cursor {
 	}
 	const { s, k, i } = (parsed ?? {}) as Record<string, unknown>
 	if (s !== sort || typeof k !== 'string' || typeof i !== 'string' || !UUID.test(i)) throw invalid
-	if (!sort.endsWith('email') && !/^(?!0000)\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/.test(k)) throw invalid
+	// A date as encodeCursor writes it, and a real one: 2026-02-31 would not come back the same.
+	if (!sort.endsWith('email') && !(/^(?!0000)\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/.test(k) && isSameInstant(k))) throw invalid
 	if (k.includes('\u0000')) throw invalid
 	return { sort, key: k, id: i }
+}
+
+function isSameInstant(iso: string): boolean {
+	const time = Date.parse(iso)
+	return !Number.isNaN(time) && new Date(time).toISOString() === iso
 }
