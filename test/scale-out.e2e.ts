@@ -125,7 +125,10 @@ if (TEST_DATABASE_URL && TEST_REDIS_URL) {
 			await sql?.end().catch(() => {})
 			await database?.drop().catch((error: unknown) => console.error('could not drop the test database', error))
 			const keys = [
-				...[...usedAddresses].flatMap((address) => [`latchkey:rate:general:${address}`, `latchkey:rate:auth:${address}`]),
+				// IPv6 clients are budgeted per /64: the key is the address's first four groups.
+				...[...usedAddresses]
+					.map((address) => `${address.split(':').slice(0, 4).join(':')}::/64`)
+					.flatMap((network) => [`latchkey:rate:general:${network}`, `latchkey:rate:auth:${network}`]),
 				...[...emails].flatMap((email) => [`latchkey:lockout:fail:${emailDigest(email)}`, `latchkey:lockout:lock:${emailDigest(email)}`]),
 			]
 			for (let index = 0; index < keys.length; index += 500)

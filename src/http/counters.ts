@@ -67,6 +67,7 @@ export class MemoryCounterStore implements CounterStore {
 }
 
 const COMMAND_TIMEOUT_MS = 250
+const PROBE_INTERVAL_MS = 1000
 
 // One round trip, atomic: count and start the window on the first hit.
 const INCREMENT = `local c = redis.call('INCR', KEYS[1])
@@ -77,13 +78,18 @@ return {c, t}`
 
 /**
  * Counters in Redis through Bun's built-in client, so that every instance
- * shares one budget. If Redis is unreachable, increments fail open (the
- * request is let through, and a warning logged at most every 30 s): an
- * outage of the counter store must not become an outage of login.
+ * shares one budget, behind a circuit breaker: when a command fails or takes
+ * longer than 250 ms, the breaker opens and every counter lives in this
+ * instance's memory — limits and lockout keep working per instance and no
+ * request waits on a dead Redis — while a background probe pings Redis every
+ * second and closes the breaker when it answers. Each change of state is
+ * logged once. A lock taken in memory during an outage still holds after
+ * Redis is back.
  */
 export class RedisCounterStore implements CounterStore {
 	private readonly client: RedisClient
-	private lastWarning = 0
+	private readonly fallback = new MemoryCounterStore()
+	private probe: Timer | undefined
 
 	constructor(
 		url: string,
@@ -91,7 +97,12 @@ export class RedisCounterStore implements CounterStore {
 		private readonly prefix = 'latchkey:',
 	) {
 		this.client = new RedisClient(url, { connectionTimeout: 2000, autoReconnect: true, maxRetries: 1_000_000 })
-		this.client.connect().catch((error: unknown) => this.warn(error))
+		this.client.connect().catch((error: unknown) => this.open(error))
+	}
+
+	/** Whether counters currently live in Redis (closed breaker) rather than in memory. */
+	get shared() {
+		return this.probe === undefined
 	}
 
 	/** A command, given up after a short wait so that a dead Redis never stalls a request. */
@@ -103,49 +114,72 @@ export class RedisCounterStore implements CounterStore {
 		return Promise.race([this.client.send(command, args), timeout]).finally(() => clearTimeout(timer))
 	}
 
-	async increment(key: string, windowMs: number): Promise<Count> {
+	/** Redis while the breaker is closed; the memory counters while it is open, or when this command fails. */
+	private async run<T>(inRedis: () => Promise<T>, inMemory: () => Promise<T>): Promise<T> {
+		if (!this.shared) return inMemory()
 		try {
-			const [count, ttl] = (await this.send('EVAL', [INCREMENT, '1', this.prefix + key, String(windowMs)])) as [number, number]
-			return { count, resetAt: Date.now() + ttl }
+			return await inRedis()
 		} catch (error) {
-			this.warn(error)
-			return { count: 0, resetAt: Date.now() + windowMs }
+			this.open(error)
+			return inMemory()
 		}
+	}
+
+	private open(error: unknown) {
+		if (!this.shared) return
+		this.log.warn(
+			{ code: (error as { code?: unknown }).code },
+			'Redis unreachable: rate limits and lockout count in this instance’s memory until it is back',
+		)
+		this.probe = setInterval(() => void this.tryClose(), PROBE_INTERVAL_MS)
+		this.probe.unref()
+	}
+
+	private async tryClose() {
+		try {
+			await this.send('PING', [])
+		} catch {
+			return
+		}
+		if (this.shared) return
+		clearInterval(this.probe)
+		this.probe = undefined
+		this.log.info('Redis is back: rate limits and lockout are shared again')
+	}
+
+	increment(key: string, windowMs: number): Promise<Count> {
+		return this.run(
+			async () => {
+				const [count, ttl] = (await this.send('EVAL', [INCREMENT, '1', this.prefix + key, String(windowMs)])) as [number, number]
+				return { count, resetAt: Date.now() + ttl }
+			},
+			() => this.fallback.increment(key, windowMs),
+		)
 	}
 
 	async remaining(key: string): Promise<number> {
-		try {
-			return Math.max(0, Number(await this.send('PTTL', [this.prefix + key])))
-		} catch (error) {
-			this.warn(error)
-			return 0
-		}
+		// Memory too: what was counted there during an outage (a lock) is not forgotten when Redis returns.
+		const inMemory = await this.fallback.remaining(key)
+		const inRedis = await this.run(async () => Math.max(0, Number(await this.send('PTTL', [this.prefix + key]))), async () => 0)
+		return Math.max(inMemory, inRedis)
 	}
 
-	async mark(key: string, ttlMs: number): Promise<void> {
-		try {
-			await this.send('SET', [this.prefix + key, '1', 'PX', String(ttlMs)])
-		} catch (error) {
-			this.warn(error)
-		}
+	mark(key: string, ttlMs: number): Promise<void> {
+		return this.run(
+			async () => void (await this.send('SET', [this.prefix + key, '1', 'PX', String(ttlMs)])),
+			() => this.fallback.mark(key, ttlMs),
+		)
 	}
 
 	async delete(key: string): Promise<void> {
-		try {
-			await this.send('DEL', [this.prefix + key])
-		} catch (error) {
-			this.warn(error)
-		}
+		await this.fallback.delete(key)
+		await this.run(async () => void (await this.send('DEL', [this.prefix + key])), async () => {})
 	}
 
 	async close(): Promise<void> {
+		clearInterval(this.probe)
+		await this.fallback.close()
 		this.client.close()
-	}
-
-	private warn(error: unknown) {
-		if (Date.now() - this.lastWarning < 30_000) return
-		this.lastWarning = Date.now()
-		this.log.warn({ code: (error as { code?: unknown }).code }, 'Redis unreachable: rate limits and lockout fail open until it is back')
 	}
 }
 

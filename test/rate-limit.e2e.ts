@@ -1,0 +1,209 @@
+/**
+ * Budgets per real client (issue #11), against the compiled binary: every
+ * client is a socket bound to its own loopback address (127.x.y.z; all of
+ * 127/8 is loopback on Linux), so the service sees a real peer, as it would
+ * on a network. Run with `bun test ./test/rate-limit.e2e.ts` after `bun run build`.
+ *
+ * Addresses are random per run (127.<run>.<n>), so runs that share a Redis never share a budget.
+ */
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
+import { RedisClient } from 'bun'
+import http from 'node:http'
+import { binaryFolder, startBinary, type BinaryFolder, type RunningBinary } from './support/binary'
+
+// Each file sets its own default: bun applies setDefaultTimeout to the file that calls it.
+setDefaultTimeout(60_000)
+
+const TEST_REDIS_URL = process.env.TEST_REDIS_URL?.trim() || undefined
+const METRICS_TOKEN = 'metrics-token-for-the-e2e-test-0123'
+const BUDGETS = {
+	RATE_LIMIT_MAX: '5',
+	AUTH_RATE_LIMIT_MAX: '3',
+	RATE_LIMIT_WINDOW_SECONDS: '60',
+	LOCKOUT_THRESHOLD: '0',
+	PASSWORD_HASH_MEMORY_KIB: '1024',
+	PASSWORD_HASH_TIME_COST: '1',
+	METRICS_TOKEN,
+}
+
+const run = 1 + Math.floor(Math.random() * 250)
+let next = 1
+/** A loopback address no other client of this run (or, very likely, of another run) uses. */
+const client = () => `127.${run}.${Math.floor(next / 250)}.${(next++ % 250) + 1}`
+
+interface Answer {
+	status: number
+	headers: http.IncomingHttpHeaders
+	body: string
+}
+
+/** One HTTP request whose socket is bound to `from`: the service's peer is that address. */
+function request(
+	base: string,
+	from: string,
+	method: string,
+	path: string,
+	{ json, headers = {} }: { json?: unknown; headers?: Record<string, string> } = {},
+): Promise<Answer> {
+	const url = new URL(path, base)
+	const body = json === undefined ? undefined : JSON.stringify(json)
+	return new Promise((resolve, reject) => {
+		const outgoing = http.request(
+			{
+				host: url.hostname,
+				port: url.port,
+				path: url.pathname + url.search,
+				method,
+				localAddress: from,
+				agent: false,
+				headers: { ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
+			},
+			(incoming) => {
+				let text = ''
+				incoming.setEncoding('utf8')
+				incoming.on('data', (chunk: string) => (text += chunk))
+				incoming.on('end', () => resolve({ status: incoming.statusCode ?? 0, headers: incoming.headers, body: text }))
+			},
+		)
+		outgoing.on('error', reject)
+		outgoing.end(body)
+	})
+}
+
+const badLogin = (base: string, from: string, headers?: Record<string, string>) =>
+	request(base, from, 'POST', '/api/auth/login', { json: { email: 'nobody@example.test', password: 'not a password at all' }, headers })
+const statuses = async (answers: Array<Promise<Answer>>) => (await Promise.all(answers)).map((answer) => answer.status)
+/** Requests one after another (a budget is counted in order). */
+async function inTurn(count: number, send: () => Promise<Answer>) {
+	const seen: number[] = []
+	for (let i = 0; i < count; i++) seen.push((await send()).status)
+	return seen
+}
+
+let at: BinaryFolder
+const running: RunningBinary[] = []
+let started = 0
+/** An instance on its own embedded database (budgets need no shared one). */
+async function start(env: Record<string, string>) {
+	const instance = await startBinary(at, { ...BUDGETS, DATA_DIR: `${at.folder}/data-${started++}`, ...env })
+	running.push(instance)
+	return instance
+}
+
+beforeAll(() => {
+	at = binaryFolder('limits')
+})
+afterAll(async () => {
+	for (const instance of running) {
+		instance.process.kill('SIGTERM')
+		await instance.process.exited
+	}
+	at.remove()
+})
+
+describe('without TRUST_PROXY, in memory: each socket peer has its own budgets', () => {
+	let service: RunningBinary
+	beforeAll(async () => {
+		service = await start({})
+	})
+
+	test('ten bad logins from one client lock out that client only, whatever X-Forwarded-For it sends', async () => {
+		const attacker = client()
+		expect(await inTurn(3, () => badLogin(service.base, attacker))).toEqual([401, 401, 401])
+		const refused = await badLogin(service.base, attacker)
+		expect(refused.status).toBe(429)
+		expect(JSON.parse(refused.body).type).toBe('https://latchkey.dev/problems/rate-limited')
+		expect(Number(refused.headers['retry-after'])).toBeGreaterThan(0)
+		// A forged header picks no fresh budget.
+		expect(await statuses([1, 2, 3].map((i) => badLogin(service.base, attacker, { 'x-forwarded-for': `198.51.100.${i}` })))).toEqual([
+			429, 429, 429,
+		])
+		// Everyone else still logs in, refreshes and logs out from their own address.
+		expect(await statuses([client(), client(), client()].map((from) => badLogin(service.base, from)))).toEqual([401, 401, 401])
+	})
+
+	test('the general budget is per client too', async () => {
+		const greedy = client()
+		expect(await inTurn(6, () => request(service.base, greedy, 'GET', '/api/users/me'))).toEqual([401, 401, 401, 401, 401, 429])
+		expect((await request(service.base, client(), 'GET', '/api/users/me')).status).toBe(401)
+	})
+
+	test('a refused request is logged and counted as a 429', async () => {
+		const greedy = client()
+		await inTurn(6, () => request(service.base, greedy, 'GET', '/api/no-such-route'))
+		const scrape = await request(service.base, client(), 'GET', '/metrics', { headers: { authorization: `Bearer ${METRICS_TOKEN}` } })
+		expect(scrape.status).toBe(200)
+		expect(scrape.body).toMatch(/latchkey_http_requests_total\{method="GET",route="\/\*",status="429"\} [1-9]/)
+		expect(scrape.body).toMatch(/latchkey_http_requests_total\{method="POST",route="\/api\/auth\/login",status="429"\} [1-9]/)
+		expect(service.output()).toMatch(/"route":"\/\*","status":429/)
+	})
+})
+
+describe('with TRUST_PROXY: X-Forwarded-For is believed from the listed proxy only', () => {
+	const proxy = client()
+	let service: RunningBinary
+	beforeAll(async () => {
+		service = await start({ TRUST_PROXY: proxy })
+	})
+
+	test('behind the proxy each forwarded client has its own budget', async () => {
+		const forwarded = (address: string) => ({ 'x-forwarded-for': address })
+		expect(await inTurn(4, () => badLogin(service.base, proxy, forwarded('198.51.100.10')))).toEqual([401, 401, 401, 429])
+		expect((await badLogin(service.base, proxy, forwarded('198.51.100.11'))).status).toBe(401)
+		// The proxy's own requests (no header) are a client of their own.
+		expect((await badLogin(service.base, proxy)).status).toBe(401)
+	})
+
+	test('a client that is not the proxy cannot pick a budget through the header', async () => {
+		const direct = client()
+		const answers = await inTurn(6, () => badLogin(service.base, direct, { 'x-forwarded-for': `203.0.113.${next++ % 250}` }))
+		expect(answers).toEqual([401, 401, 401, 429, 429, 429])
+	})
+
+	test('IPv6 clients behind the proxy are budgeted per /64', async () => {
+		const forwarded = (address: string) => ({ 'x-forwarded-for': address })
+		const network = `2001:db8:${run.toString(16)}:${(next++).toString(16)}`
+		const sameNetwork = [`${network}::1`, `${network}::ffff`, `${network}:abcd::5`, `${network}:1:2:3:4`]
+		expect(await inTurn(4, () => badLogin(service.base, proxy, forwarded(sameNetwork[next++ % 4] ?? '')))).toEqual([401, 401, 401, 429])
+		expect((await badLogin(service.base, proxy, forwarded(`2001:db8:${run.toString(16)}:ffff::1`))).status).toBe(401)
+	})
+
+	test('a malformed forwarded hop is a client of its own, never the proxy', async () => {
+		const garbage = { 'x-forwarded-for': `not-an-address-${run}-${next++}` }
+		expect(await inTurn(4, () => badLogin(service.base, proxy, garbage))).toEqual([401, 401, 401, 429])
+		// The proxy's own budget, and its other clients', are untouched.
+		expect((await request(service.base, proxy, 'GET', '/api/users/me')).status).toBe(401)
+		expect((await badLogin(service.base, proxy, { 'x-forwarded-for': '198.51.100.99' })).status).toBe(401)
+	})
+})
+
+if (TEST_REDIS_URL) {
+	describe('with Redis: two instances share each client’s budget, and only that client’s', () => {
+		let first: RunningBinary
+		let second: RunningBinary
+		let redis: RedisClient
+		const prefixKeys: string[] = []
+		beforeAll(async () => {
+			redis = new RedisClient(TEST_REDIS_URL)
+			;[first, second] = await Promise.all([start({ REDIS_URL: TEST_REDIS_URL }), start({ REDIS_URL: TEST_REDIS_URL })])
+		})
+		afterAll(async () => {
+			for (const key of prefixKeys) await redis.del(key)
+			redis.close()
+		})
+
+		test('bad logins from one client spread over both instances spend one budget; other clients are untouched', async () => {
+			const attacker = client()
+			const instances = [first, second, first, second]
+			const seen: number[] = []
+			for (const instance of instances) seen.push((await badLogin(instance.base, attacker)).status)
+			expect(seen).toEqual([401, 401, 401, 429])
+			expect(await statuses([first, second].map((instance) => badLogin(instance.base, client())))).toEqual([401, 401])
+			const key = `latchkey:rate:auth:${attacker}`
+			prefixKeys.push(key, `latchkey:rate:general:${attacker}`)
+			expect(Number(await redis.get(key))).toBe(4)
+			// Nobody shares the old catch-all budget any more.
+			expect(await redis.exists('latchkey:rate:auth:unknown')).toBe(false)
+		})
+	})
+}
