@@ -52,27 +52,29 @@ export class AuthService {
 	 */
 	async login(email: string, password: string, client: ClientInfo): Promise<IssuedSession> {
 		const normalized = normalizeEmail(email)
-		const { audit, db, hasher } = this.deps
+		const { db, hasher } = this.deps
 		const attempt = await this.reserveAttempt(normalized, client)
 		const [user] = await db.select().from(users).where(eq(users.email, normalized))
 		const valid = user ? await hasher.verify(password, user.passwordHash) : await hasher.verifyAgainstDummy(password)
-		let reason = !user ? 'unknown_email' : !valid ? 'wrong_password' : user.status !== 'active' ? 'deactivated' : undefined
-		let started: Awaited<ReturnType<typeof startSession>> | undefined
-		if (user && reason === undefined) {
-			// Hashes made with other parameters are replaced now, while the password is known; never inside the transaction.
-			const upgradedHash = hasher.needsRehash(user.passwordHash) ? await hasher.hash(password) : undefined
-			started = await db.transaction(async (tx) =>
-				(await holdCredentials(tx, user, upgradedHash)) ? startSession(tx, user.id, client, this.deps.refreshTtlSeconds, this.deps.sessionsPerUserMax) : undefined,
-			)
-			if (!started) reason = 'credentials_changed'
-		}
+		const started = user && valid && user.status === 'active' ? await this.startCheckedSession(user, password, client) : undefined
 		if (!user || !started) {
-			await this.recordFailure(attempt, client, { email: normalized, subjectId: user?.id, reason: reason ?? 'unknown' })
+			const reason = !user ? 'unknown_email' : !valid ? 'wrong_password' : user.status !== 'active' ? 'deactivated' : 'credentials_changed'
+			await this.recordFailure(attempt, client, { email: normalized, subjectId: user?.id, reason })
 			throw invalidCredentials()
 		}
 		await attempt.succeeded()
-		await audit.record('login.succeeded', client, { actorId: user.id, subjectId: user.id, details: { sessionId: started.session.id } })
+		await this.deps.audit.record('login.succeeded', client, { actorId: user.id, subjectId: user.id, details: { sessionId: started.session.id } })
 		return { user, sessionId: started.session.id, refreshToken: started.refreshToken, accessTokenId: started.accessTokenId }
+	}
+
+	/** The session of a login whose password was right; undefined when the account changed since it was read. */
+	private async startCheckedSession(user: UserRow, password: string, client: ClientInfo) {
+		const { db, hasher, refreshTtlSeconds, sessionsPerUserMax } = this.deps
+		// Hashes made with other parameters are replaced now, while the password is known; never inside the transaction.
+		const upgradedHash = hasher.needsRehash(user.passwordHash) ? await hasher.hash(password) : undefined
+		return db.transaction(async (tx) =>
+			(await holdCredentials(tx, user, upgradedHash)) ? startSession(tx, user.id, client, refreshTtlSeconds, sessionsPerUserMax) : undefined,
+		)
 	}
 
 	/** Counts a failed password check toward the lockout and audits it, and the lock it starts. */
