@@ -18,6 +18,7 @@ import { docs } from './modules/docs'
 import type { TokenKeys } from './modules/auth/keys'
 import { LoginLockout } from './modules/auth/lockout'
 import { PasswordHasher } from './modules/auth/password'
+import { sampleLegacyHashes } from './modules/auth/stored-hashes'
 import { AuthService } from './modules/auth/service'
 import { sessionUpkeep } from './modules/auth/session-upkeep'
 import { health } from './modules/health'
@@ -68,7 +69,9 @@ export function createApp({ config, database, keys, log, counters, peerAddress }
 	const store = counters ?? createCounterStore(config.rateLimit.redisUrl, log)
 	const routeTable: RouteTable = { routes: [] }
 	const { db } = database
-	const hasher = new PasswordHasher(config.password)
+	// Parameter sets of hashes still stored under older PASSWORD_HASH_* settings, learnt before the first login is
+	// checked, so that from the first login on such accounts cost what an unknown email costs (verifyForLogin).
+	const hasher = new PasswordHasher(config.password, { storedHashSample: () => sampleLegacyHashes(db, config.password) })
 	const metrics = new Metrics({
 		poolMax: config.database.kind === 'postgres' ? config.database.poolMax : 1,
 	})

@@ -20,6 +20,15 @@ function lowerPriority(niceness: number) {
 	}
 }
 
+/** A stored hash Bun cannot read (malformed, an unknown algorithm) matches no password: a failed check, not a failed request. */
+function verify(password: string, hash: string): boolean {
+	try {
+		return Bun.password.verifySync(password, hash)
+	} catch {
+		return false
+	}
+}
+
 self.onmessage = ({ data: job }: MessageEvent<HashJob>) => {
 	if (job.op === 'init') return lowerPriority(job.niceness)
 	let reply: HashReply
@@ -27,7 +36,7 @@ self.onmessage = ({ data: job }: MessageEvent<HashJob>) => {
 		reply =
 			job.op === 'hash'
 				? { id: job.id, value: Bun.password.hashSync(job.password, { algorithm: 'argon2id', memoryCost: job.memoryCost, timeCost: job.timeCost }) }
-				: { id: job.id, value: Bun.password.verifySync(job.password, job.hash) }
+				: { id: job.id, value: verify(job.password, job.hash) }
 	} catch {
 		reply = { id: job.id, failed: true }
 	}

@@ -61,6 +61,13 @@ class HashingPool {
 	) {}
 
 	async run(job: DistributiveOmit<Exclude<HashJob, { op: 'init' }>, 'id'>): Promise<string | boolean> {
+		if (jobObservers.size) {
+			const info: HashingJobInfo =
+				job.op === 'hash'
+					? { op: 'hash', parameters: { memoryCost: job.memoryCost, timeCost: job.timeCost } }
+					: { op: 'verify', parameters: hashParameters(job.hash) }
+			for (const observe of jobObservers) observe(info)
+		}
 		const worker = await this.acquire()
 		let reply: HashReply
 		try {
@@ -122,34 +129,172 @@ const WORKER_SCRIPT = isCompiledBinary
 let pool: HashingPool | undefined
 const hashingPool = (niceness: number) => (pool ??= new HashingPool(Math.max(1, navigator.hardwareConcurrency), niceness))
 
-export class PasswordHasher {
-	private dummyHash: Promise<string> | undefined
+/** The argon2id cost parameters this service sets: memory in KiB and iterations (always one lane). */
+export interface HashParameters {
+	memoryCost: number
+	timeCost: number
+}
 
-	constructor(private readonly settings: PasswordSettings) {}
+/**
+ * The parameters of an argon2id hash as Bun.password writes it (PHC string,
+ * version 19, one lane); undefined for anything else (another algorithm or
+ * lane count, a malformed string). The one place a stored hash is parsed.
+ */
+export function hashParameters(hash: string): HashParameters | undefined {
+	const match = /^\$argon2id\$v=19\$m=(\d{1,10}),t=(\d{1,10}),p=1\$/.exec(hash)
+	return match ? { memoryCost: Number(match[1]), timeCost: Number(match[2]) } : undefined
+}
+
+const parametersKey = ({ memoryCost, timeCost }: HashParameters) => `m=${memoryCost},t=${timeCost}`
+
+/** What a hashing job costs, as observers of the pool see it; parameters are undefined for a hash that does not parse. */
+export interface HashingJobInfo {
+	op: 'hash' | 'verify'
+	parameters: HashParameters | undefined
+}
+const jobObservers = new Set<(job: HashingJobInfo) => void>()
+
+/**
+ * Calls `observer` with every job handed to the hashing pool (this process's, all hashers), as
+ * it is queued. For tests and diagnostics: it shows which argon2 work a request caused, which is
+ * what login timing depends on. Returns the function that stops the observation.
+ */
+export function observeHashingJobs(observer: (job: HashingJobInfo) => void): () => void {
+	jobObservers.add(observer)
+	return () => void jobObservers.delete(observer)
+}
+
+/**
+ * Parameter sets other than the configured one a hasher keeps dummy hashes
+ * for. Each costs every login one more verification, so few; they come from
+ * past settings, and a deployment changes its settings rarely.
+ */
+export const MAX_LEGACY_PARAMETER_SETS = 3
+
+export interface PasswordHasherOptions {
+	/**
+	 * Stored hashes to learn parameter sets from before the first login is
+	 * checked (see verifyForLogin); called once, again after a failure.
+	 */
+	storedHashSample?: () => Promise<string[]>
+}
+
+export class PasswordHasher {
+	private readonly current: HashParameters
+	/** Parameter sets of stored hashes seen other than the current one, by key; at most MAX_LEGACY_PARAMETER_SETS. */
+	private readonly legacy = new Map<string, HashParameters>()
+	/** One dummy hash per parameter set, made on first need, of a random password. */
+	private readonly dummies = new Map<string, Promise<string>>()
+	private sampled: Promise<void> | undefined
+
+	constructor(
+		private readonly settings: PasswordSettings,
+		private readonly options: PasswordHasherOptions = {},
+	) {
+		this.current = { memoryCost: settings.memoryCost, timeCost: settings.timeCost }
+	}
 
 	async hash(password: string): Promise<string> {
-		const { memoryCost, timeCost, niceness } = this.settings
-		return String(await hashingPool(niceness).run({ op: 'hash', password: normalizePassword(password), memoryCost, timeCost }))
+		return this.hashWith(normalizePassword(password), this.current)
 	}
 
 	async verify(password: string, hash: string): Promise<boolean> {
-		return (await hashingPool(this.settings.niceness).run({ op: 'verify', password: normalizePassword(password), hash })) === true
+		return this.verifyNormalized(normalizePassword(password), hash)
 	}
 
 	/**
-	 * Spends the same time as a real verification when there is no account to
-	 * check, so that response time does not tell which emails exist.
+	 * The login's check, whose argon2 work is the same whether the account
+	 * exists (`storedHash`) or not (undefined), and whatever parameters its
+	 * hash was made with: one verification at every parameter set the hasher
+	 * knows — the configured one and the legacy ones it has learnt — run side
+	 * by side on the pool. The stored hash is verified at its own set and a
+	 * dummy hash at each other; an unknown email verifies dummies at all of
+	 * them. So after PASSWORD_HASH_* changes, raised or lowered, an account
+	 * still on the old parameters costs what an unknown email costs: the sum
+	 * of the sets' costs in CPU, the costliest one in time while cores are free.
+	 *
+	 * A stored hash with a set not yet known teaches it (until the bound); one
+	 * that is not an argon2id hash this service could have written (another
+	 * algorithm, lanes, a malformed string) is verified on top of the dummies,
+	 * so it costs more: only the service's own hashes are covered. A stored
+	 * hash that cannot be read matches no password (hash-worker.ts).
 	 */
-	async verifyAgainstDummy(password: string): Promise<false> {
-		this.dummyHash ??= this.hash(crypto.randomUUID())
-		await this.verify(password, await this.dummyHash)
-		return false
+	async verifyForLogin(password: string, storedHash: string | undefined): Promise<boolean> {
+		await this.sampleStoredHashes()
+		const normalized = normalizePassword(password)
+		const own = storedHash === undefined ? undefined : this.learnParameters(storedHash)
+		// Costliest first: the pool hands the first job to the thread that finished last, the one that ran the
+		// costliest set before and still holds that much memory; swapping sizes costs fresh pages (2–3× the time, measured).
+		const sets = this.parameterSets().sort(([, a], [, b]) => b.memoryCost * b.timeCost - a.memoryCost * a.timeCost)
+		// The hashes first, so that every check hands its jobs to the pool at once and in the same order.
+		const hashes = await Promise.all(sets.map(([key, parameters]) => (key === own ? storedHash : undefined) ?? this.dummy(key, parameters)))
+		let realAt = sets.findIndex(([key]) => key === own)
+		if (storedHash !== undefined && realAt < 0) realAt = hashes.push(storedHash) - 1
+		const results = await Promise.all(hashes.map((hash) => this.verifyNormalized(normalized, hash)))
+		return results[realAt] === true
+	}
+
+	/**
+	 * Adds the parameter set of a stored hash to those every login check
+	 * covers, and starts making its dummy hash. Returns the set's key when it
+	 * is covered (the configured set, a known one, or a new one within
+	 * MAX_LEGACY_PARAMETER_SETS), undefined otherwise.
+	 */
+	learnParameters(storedHash: string): string | undefined {
+		const parameters = hashParameters(storedHash)
+		if (!parameters) return undefined
+		const key = parametersKey(parameters)
+		if (key === parametersKey(this.current) || this.legacy.has(key)) return key
+		if (this.legacy.size >= MAX_LEGACY_PARAMETER_SETS) return undefined
+		this.legacy.set(key, parameters)
+		// Made now, so that the next unknown email does not wait for it (a failure is retried on use).
+		this.dummy(key, parameters).catch(() => {})
+		return key
+	}
+
+	/** The parameter sets a login check covers, by key: the configured one first. */
+	parameterSets(): Array<[string, HashParameters]> {
+		return [[parametersKey(this.current), this.current], ...this.legacy]
 	}
 
 	/** True when a stored hash was made with other parameters than the configured ones. */
 	needsRehash(hash: string): boolean {
-		const match = /^\$argon2id\$v=19\$m=(\d+),t=(\d+),p=\d+\$/.exec(hash)
-		if (!match) return true
-		return Number(match[1]) !== this.settings.memoryCost || Number(match[2]) !== this.settings.timeCost
+		const parameters = hashParameters(hash)
+		return !parameters || parametersKey(parameters) !== parametersKey(this.current)
+	}
+
+	private async sampleStoredHashes() {
+		const sample = this.options.storedHashSample
+		if (!sample) return
+		this.sampled ??= sample().then(
+			(hashes) => void hashes.forEach((hash) => this.learnParameters(hash)),
+			(error: unknown) => {
+				this.sampled = undefined
+				throw error
+			},
+		)
+		await this.sampled
+	}
+
+	private dummy(key: string, parameters: HashParameters): Promise<string> {
+		let made = this.dummies.get(key)
+		if (!made) {
+			made = this.hashWith(crypto.randomUUID(), parameters)
+			// Retried on next use; a legacy set Bun cannot hash with (an absurd cost written into the table) is dropped.
+			made.catch(() => {
+				this.dummies.delete(key)
+				this.legacy.delete(key)
+			})
+			this.dummies.set(key, made)
+		}
+		return made
+	}
+
+	private async hashWith(normalized: string, { memoryCost, timeCost }: HashParameters): Promise<string> {
+		return String(await hashingPool(this.settings.niceness).run({ op: 'hash', password: normalized, memoryCost, timeCost }))
+	}
+
+	private async verifyNormalized(normalized: string, hash: string): Promise<boolean> {
+		return (await hashingPool(this.settings.niceness).run({ op: 'verify', password: normalized, hash })) === true
 	}
 }

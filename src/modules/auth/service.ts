@@ -44,7 +44,8 @@ export class AuthService {
 
 	/**
 	 * Unknown email, wrong password and deactivated account all cost the same
-	 * argon2 work and end in the same error. The check is reserved with the
+	 * argon2 work (also for accounts whose hash predates a PASSWORD_HASH_*
+	 * change) and end in the same error. The check is reserved with the
 	 * lockout before the hash is computed, and what it verified is held by
 	 * `holdCredentials` while the session is written: a password change (or
 	 * email change, or deactivation) that lands between the check and the
@@ -55,7 +56,8 @@ export class AuthService {
 		const { db, hasher } = this.deps
 		const attempt = await this.reserveAttempt(normalized, client)
 		const [user] = await db.select().from(users).where(eq(users.email, normalized))
-		const valid = user ? await hasher.verify(password, user.passwordHash) : await hasher.verifyAgainstDummy(password)
+		// The same argon2 work for an unknown email and for any stored hash's parameters: time tells nothing.
+		const valid = await hasher.verifyForLogin(password, user?.passwordHash)
 		const started = user && valid && user.status === 'active' ? await this.startCheckedSession(user, password, client) : undefined
 		if (!user || !started) {
 			const reason = !user ? 'unknown_email' : !valid ? 'wrong_password' : user.status !== 'active' ? 'deactivated' : 'credentials_changed'
