@@ -47,7 +47,8 @@ const post = (url: string, body: unknown) =>
 describe('graceful shutdown', () => {
 	test('SIGTERM lets in-flight requests finish, then closes the database and exits 0', async () => {
 		// Real argon2 cost, so that each login is still running when the signal arrives.
-		const server = await start({ DATA_DIR: join(folder, 'data'), PORT: '0', AUTH_RATE_LIMIT_MAX: '0' })
+		// Eight logins of one account at once: more checks in flight than the lockout lets run together.
+		const server = await start({ DATA_DIR: join(folder, 'data'), PORT: '0', AUTH_RATE_LIMIT_MAX: '0', LOCKOUT_THRESHOLD: '0' })
 		const email = uniqueEmail('drain')
 		expect((await post(`${server.base}/api/users`, { email, password: PASSWORD })).status).toBe(201)
 		const inFlight = Array.from({ length: 8 }, () => post(`${server.base}/api/auth/login`, { email, password: PASSWORD }))
