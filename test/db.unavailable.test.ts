@@ -1,5 +1,6 @@
 import { describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { openDatabase } from '../src/db/client'
+import { MemoryCounterStore } from '../src/http/counters'
 import { problem, startTestApp } from './support/app'
 import { TEST_DATABASE_URL, createTestDatabase } from './support/database'
 import { PASSWORD, uniqueEmail } from './support/fixtures'
@@ -39,6 +40,27 @@ describe('when the database is unreachable', () => {
 			expect(login.text).not.toContain('ECONNREFUSED')
 		} finally {
 			await handle.close()
+		}
+	})
+
+	test('logins cut short by the outage reach no verdict: they neither count toward the lockout nor lock the account', async () => {
+		const counters = new MemoryCounterStore()
+		const email = uniqueEmail('outage')
+		const handle = await openDatabase({ kind: 'postgres', url: `postgres://postgres@127.0.0.1:${closedPort()}/none`, poolMax: 2 })
+		const down = await startTestApp({ LOCKOUT_THRESHOLD: '2' }, { handle, drop: () => handle.close() }, { counters })
+		const up = await startTestApp({ LOCKOUT_THRESHOLD: '2' }, undefined, { counters })
+		try {
+			const during = []
+			for (let i = 0; i < 5; i++) during.push((await down.call('POST', '/api/auth/login', { json: { email, password: PASSWORD } })).status)
+			expect(during).toEqual([503, 503, 503, 503, 503])
+			// The same counters, a database that answers: the account is not locked, and still counts from zero.
+			expect((await up.call('POST', '/api/users', { json: { email, password: PASSWORD } })).status).toBe(201)
+			expect((await up.call('POST', '/api/auth/login', { json: { email, password: 'not the password' } })).status).toBe(401)
+			expect((await up.call('POST', '/api/auth/login', { json: { email, password: PASSWORD } })).status).toBe(200)
+		} finally {
+			await handle.close()
+			await up.close()
+			await counters.close()
 		}
 	})
 

@@ -13,6 +13,8 @@ export interface Count {
  */
 export interface CounterStore {
 	increment(key: string, windowMs: number): Promise<Count>
+	/** Takes one back from a live count (never below zero, never reviving an expired key). */
+	decrement(key: string): Promise<void>
 	/** Milliseconds until the key expires; 0 when it does not exist. */
 	remaining(key: string): Promise<number>
 	/** Sets a key that lives for `ttlMs` (used for locks). */
@@ -40,6 +42,11 @@ export class MemoryCounterStore implements CounterStore {
 		}
 		entry.count++
 		return { ...entry }
+	}
+
+	async decrement(key: string): Promise<void> {
+		const entry = this.entries.get(key)
+		if (entry && entry.resetAt > Date.now() && entry.count > 0) entry.count--
 	}
 
 	async remaining(key: string): Promise<number> {
@@ -75,6 +82,9 @@ if c == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
 local t = redis.call('PTTL', KEYS[1])
 if t < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[1]); t = tonumber(ARGV[1]) end
 return {c, t}`
+
+const DECREMENT = `if redis.call('GET', KEYS[1]) and tonumber(redis.call('GET', KEYS[1])) > 0 then redis.call('DECR', KEYS[1]) end
+return 0`
 
 /**
  * Counters in Redis through Bun's built-in client, so that every instance
@@ -155,6 +165,11 @@ export class RedisCounterStore implements CounterStore {
 			},
 			() => this.fallback.increment(key, windowMs),
 		)
+	}
+
+	async decrement(key: string): Promise<void> {
+		await this.fallback.decrement(key)
+		await this.run(async () => void (await this.send('EVAL', [DECREMENT, '1', this.prefix + key])), async () => {})
 	}
 
 	async remaining(key: string): Promise<number> {

@@ -8,9 +8,14 @@ export interface PasswordAttempt {
 	failed(): Promise<boolean>
 	/** The password was right: the failures counted so far are forgiven. */
 	succeeded(): Promise<void>
+	/**
+	 * Ends a check that reached no verdict (the database failed, say): its
+	 * reservation is given back. Does nothing after failed() or succeeded().
+	 */
+	release(): Promise<void>
 }
 
-const NO_LOCKOUT: PasswordAttempt = { failed: async () => false, succeeded: async () => {} }
+const NO_LOCKOUT: PasswordAttempt = { failed: async () => false, succeeded: async () => {}, release: async () => {} }
 
 /**
  * Per-account lockout: after `threshold` failed password checks within the
@@ -46,14 +51,24 @@ export class LoginLockout {
 		const { count: reserved } = await this.store.increment(this.key('fail', email), windowSeconds * 1000)
 		// The threshold's worth of checks is already taken (some may still be running).
 		if (reserved > threshold) throw lockedProblem(lockSeconds)
+		let settled = false
 		return {
 			failed: async () => {
+				settled = true
 				if (reserved < threshold) return false
 				await this.store.mark(this.key('lock', email), lockSeconds * 1000)
 				await this.store.delete(this.key('fail', email))
 				return true
 			},
-			succeeded: () => this.store.delete(this.key('fail', email)),
+			succeeded: async () => {
+				settled = true
+				await this.store.delete(this.key('fail', email))
+			},
+			release: async () => {
+				if (settled) return
+				settled = true
+				await this.store.decrement(this.key('fail', email))
+			},
 		}
 	}
 }

@@ -55,18 +55,23 @@ export class AuthService {
 		const normalized = normalizeEmail(email)
 		const { db, hasher } = this.deps
 		const attempt = await this.reserveAttempt(normalized, client)
-		const [user] = await db.select().from(users).where(eq(users.email, normalized))
-		// The same argon2 work for an unknown email and for any stored hash's parameters: time tells nothing.
-		const valid = await hasher.verifyForLogin(password, user?.passwordHash)
-		const started = user && valid && user.status === 'active' ? await this.startCheckedSession(user, password, client) : undefined
-		if (!user || !started) {
-			const reason = !user ? 'unknown_email' : !valid ? 'wrong_password' : user.status !== 'active' ? 'deactivated' : 'credentials_changed'
-			await this.recordFailure(attempt, client, { email: normalized, subjectId: user?.id, reason })
-			throw invalidCredentials()
+		try {
+			const [user] = await db.select().from(users).where(eq(users.email, normalized))
+			// The same argon2 work for an unknown email and for any stored hash's parameters: time tells nothing.
+			const valid = await hasher.verifyForLogin(password, user?.passwordHash)
+			const started = user && valid && user.status === 'active' ? await this.startCheckedSession(user, password, client) : undefined
+			if (!user || !started) {
+				const reason = !user ? 'unknown_email' : !valid ? 'wrong_password' : user.status !== 'active' ? 'deactivated' : 'credentials_changed'
+				await this.recordFailure(attempt, client, { email: normalized, subjectId: user?.id, reason })
+				throw invalidCredentials()
+			}
+			await attempt.succeeded()
+			await this.deps.audit.record('login.succeeded', client, { actorId: user.id, subjectId: user.id, details: { sessionId: started.session.id } })
+			return { user, sessionId: started.session.id, refreshToken: started.refreshToken, accessTokenId: started.accessTokenId }
+		} finally {
+			// A check the database cut short (503) reached no verdict: it must not count toward the lockout.
+			await attempt.release()
 		}
-		await attempt.succeeded()
-		await this.deps.audit.record('login.succeeded', client, { actorId: user.id, subjectId: user.id, details: { sessionId: started.session.id } })
-		return { user, sessionId: started.session.id, refreshToken: started.refreshToken, accessTokenId: started.accessTokenId }
 	}
 
 	/** The session of a login whose password was right; undefined when the account changed since it was read. */

@@ -210,14 +210,18 @@ export class UsersService {
 			throw new ValidationFailed([{ pointer, code: 'required', detail: 'is required to change your email or password' }])
 		const { passwordChecks } = this.deps
 		const attempt = await passwordChecks.reserveAttempt(user.email, client, caller.user.id)
-		if (await this.deps.hasher.verify(currentPassword, user.passwordHash)) return attempt.succeeded()
-		await passwordChecks.recordFailure(attempt, client, {
-			email: user.email,
-			subjectId: user.id,
-			actorId: caller.user.id,
-			reason: 'wrong_current_password',
-		})
-		throw new ValidationFailed([{ pointer, code: 'mismatch', detail: 'is not your current password' }])
+		try {
+			if (await this.deps.hasher.verify(currentPassword, user.passwordHash)) return await attempt.succeeded()
+			await passwordChecks.recordFailure(attempt, client, {
+				email: user.email,
+				subjectId: user.id,
+				actorId: caller.user.id,
+				reason: 'wrong_current_password',
+			})
+			throw new ValidationFailed([{ pointer, code: 'mismatch', detail: 'is not your current password' }])
+		} finally {
+			await attempt.release()
+		}
 	}
 }
 
