@@ -20,8 +20,16 @@ setDefaultTimeout(120_000)
 const PASSWORD = 'correct horse battery staple'
 const ADMIN = { email: 'faults-admin@example.test', password: PASSWORD }
 /** Cheap hashing and no rate limits: the load is many sign-ups from one address. */
-// Limits and lockout off: the load logs one account in from many loops at once, more checks in flight than the lockout allows.
-const LOAD_ENV = { PASSWORD_HASH_MEMORY_KIB: '1024', PASSWORD_HASH_TIME_COST: '1', RATE_LIMIT_MAX: '0', AUTH_RATE_LIMIT_MAX: '0', LOCKOUT_THRESHOLD: '0' }
+// Limits, lockout and the session cap off: the load logs one account in from many loops at once (more checks in flight
+// than the lockout allows) and thousands of times (the cap would revoke the session whose token the readers use).
+const LOAD_ENV = {
+	PASSWORD_HASH_MEMORY_KIB: '1024',
+	PASSWORD_HASH_TIME_COST: '1',
+	RATE_LIMIT_MAX: '0',
+	AUTH_RATE_LIMIT_MAX: '0',
+	LOCKOUT_THRESHOLD: '0',
+	SESSIONS_PER_USER_MAX: '0',
+}
 /** Every request must be answered within this (a hang check, not a speed assertion). */
 const ANSWER_WITHIN_MS = 15_000
 
@@ -441,7 +449,13 @@ describe('SIGKILL in the middle of writes to the embedded database', () => {
 describe('SIGTERM under sustained load', () => {
 	test('every request sent before the signal gets its full answer, new connections are refused, and the process exits 0', async () => {
 		// Real argon2 cost, so that logins are still queued when the signal arrives.
-		const server = await launch(folder('faults-term'), { RATE_LIMIT_MAX: '0', AUTH_RATE_LIMIT_MAX: '0', LOCKOUT_THRESHOLD: '0', SHUTDOWN_TIMEOUT_SECONDS: '120' })
+		const server = await launch(folder('faults-term'), {
+			RATE_LIMIT_MAX: '0',
+			AUTH_RATE_LIMIT_MAX: '0',
+			LOCKOUT_THRESHOLD: '0',
+			SESSIONS_PER_USER_MAX: '0',
+			SHUTDOWN_TIMEOUT_SECONDS: '120',
+		})
 		const port = Number(new URL(server.base).port)
 		const account = { email: uniqueEmail('term'), password: PASSWORD }
 		expect((await signUp(server.base, account.email)).status).toBe(201)

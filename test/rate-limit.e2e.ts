@@ -130,11 +130,19 @@ describe('without TRUST_PROXY, in memory: each socket peer has its own budgets',
 
 	test('a refused request is logged and counted as a 429', async () => {
 		const greedy = client()
-		await inTurn(6, () => request(service.base, greedy, 'GET', '/api/no-such-route'))
-		const scrape = await request(service.base, client(), 'GET', '/metrics', { headers: { authorization: `Bearer ${METRICS_TOKEN}` } })
-		expect(scrape.status).toBe(200)
-		expect(scrape.body).toMatch(/latchkey_http_requests_total\{method="GET",route="\/\*",status="429"\} [1-9]/)
-		expect(scrape.body).toMatch(/latchkey_http_requests_total\{method="POST",route="\/api\/auth\/login",status="429"\} [1-9]/)
+		expect(await inTurn(6, () => request(service.base, greedy, 'GET', '/api/no-such-route'))).toEqual([404, 404, 404, 404, 404, 429])
+		// Requests are counted and logged once their answer is sent: wait for the last one's line.
+		const scrape = () => request(service.base, client(), 'GET', '/metrics', { headers: { authorization: `Bearer ${METRICS_TOKEN}` } })
+		const refusedAsNotFound = /latchkey_http_requests_total\{method="GET",route="\/\*",status="429"\} 1\n/
+		let metrics = await scrape()
+		for (let waited = 0; !refusedAsNotFound.test(metrics.body) && waited < 5000; waited += 100) {
+			await Bun.sleep(100)
+			metrics = await scrape()
+		}
+		expect(metrics.status).toBe(200)
+		expect(metrics.body).toMatch(refusedAsNotFound)
+		expect(metrics.body).toMatch(/latchkey_http_requests_total\{method="GET",route="\/\*",status="404"\} 5\n/)
+		expect(metrics.body).toMatch(/latchkey_http_requests_total\{method="POST",route="\/api\/auth\/login",status="429"\} [1-9]/)
 		expect(service.output()).toMatch(/"route":"\/\*","status":429/)
 	})
 })

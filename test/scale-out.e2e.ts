@@ -41,6 +41,9 @@ interface Tokens {
 }
 const dataOf = async <T>(response: Response) => ((await response.json()) as { data: T }).data
 
+/** The budget key of an address from freshAddress: IPv6 clients are budgeted per /64, its first four groups. */
+const budgetKeyOf = (address: string) => `${address.split(':').slice(0, 4).join(':')}::/64`
+
 /** A random address no other run will use: eight non-zero groups, so its text is already canonical. */
 const usedAddresses = new Set<string>()
 function freshAddress(): string {
@@ -125,10 +128,7 @@ if (TEST_DATABASE_URL && TEST_REDIS_URL) {
 			await sql?.end().catch(() => {})
 			await database?.drop().catch((error: unknown) => console.error('could not drop the test database', error))
 			const keys = [
-				// IPv6 clients are budgeted per /64: the key is the address's first four groups.
-				...[...usedAddresses]
-					.map((address) => `${address.split(':').slice(0, 4).join(':')}::/64`)
-					.flatMap((network) => [`latchkey:rate:general:${network}`, `latchkey:rate:auth:${network}`]),
+				...[...usedAddresses].map(budgetKeyOf).flatMap((key) => [`latchkey:rate:general:${key}`, `latchkey:rate:auth:${key}`]),
 				...[...emails].flatMap((email) => [`latchkey:lockout:fail:${emailDigest(email)}`, `latchkey:lockout:lock:${emailDigest(email)}`]),
 			]
 			for (let index = 0; index < keys.length; index += 500)
@@ -249,7 +249,7 @@ if (TEST_DATABASE_URL && TEST_REDIS_URL) {
 			expect(refused.headers.get('content-type')).toContain('application/problem+json')
 			expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0)
 			expect(await refused.json()).toMatchObject({ type: `${PROBLEM_TYPE_BASE}rate-limited`, status: 429 })
-			expect(Number(await redis?.get(`latchkey:rate:general:${client}`))).toBe(RATE_LIMIT_MAX + 3)
+			expect(Number(await redis?.get(`latchkey:rate:general:${budgetKeyOf(client)}`))).toBe(RATE_LIMIT_MAX + 3)
 
 			const authClient = freshAddress()
 			const auth: number[] = []
@@ -265,7 +265,7 @@ if (TEST_DATABASE_URL && TEST_REDIS_URL) {
 				...Array<number>(AUTH_RATE_LIMIT_MAX).fill(401),
 				...Array<number>(RATE_LIMIT_MAX - AUTH_RATE_LIMIT_MAX).fill(429),
 			])
-			expect(Number(await redis?.get(`latchkey:rate:auth:${authClient}`))).toBe(RATE_LIMIT_MAX)
+			expect(Number(await redis?.get(`latchkey:rate:auth:${budgetKeyOf(authClient)}`))).toBe(RATE_LIMIT_MAX)
 		})
 
 		test('a login lockout started by failures spread over the instances holds on every instance', async () => {
