@@ -5,7 +5,7 @@ const Jwks = t.Object({ keys: t.Array(t.Record(t.String(), t.Unknown())) }, { de
 
 /**
  * Public keys for verifying access tokens, at the server root and under /api.
- * Empty with HS256: a shared secret is never published. Cacheable for a
+ * Never a shared secret: with HS256 it holds only the retired public keys still accepted (JWT_PREVIOUS_PUBLIC_KEYS), if any. Cacheable for a
  * while: rotation keeps the previous key listed longer than this.
  */
 export const jwks = (keys: TokenKeys) =>
