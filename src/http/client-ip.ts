@@ -67,7 +67,7 @@ const UNKNOWN: ClientAddress = { ip: null, key: 'unknown' }
  * address nobody can be held to, so it gets a budget of its own text), never
  * the proxy. No peer at all is an unknown client, never a trusted one.
  */
-export function clientAddressResolver(trustProxy: string[]) {
+function clientAddressResolver(trustProxy: string[]) {
 	const ranges = parseTrustedProxies(trustProxy)
 	const trusted = ({ address }: Parsed) =>
 		ranges.some(([range, bits]) => address.kind() === range.kind() && address.match(range, bits))
