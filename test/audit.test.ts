@@ -50,11 +50,11 @@ describe('the audit trail', () => {
 			'role.changed',
 			'password.changed',
 			'login.succeeded',
-			'token.reuse_detected',
+			'token.reuse-detected',
 			'token.refreshed',
 			'login.succeeded',
 			'login.failed',
-			'user.signed_up',
+			'user.signed-up',
 		])
 		const failed = events.find((event) => event.type === 'login.failed')
 		expect(failed).toMatchObject({

@@ -30,6 +30,24 @@ describe('migrations', () => {
 		}
 	})
 
+	test('0008 renames the audit event types stored under their old snake_case names, and the trail is append-only again after it', async () => {
+		const database = await createTestDatabase()
+		const { db } = database.handle
+		try {
+			// A trail written before 0008: forget that 0008 ran, store the old names, migrate again.
+			const last = bundledMigrations().find((migration) => migration.tag === '0008_audit_event_names')
+			await db.execute(sql`delete from drizzle.__drizzle_migrations where created_at >= ${last?.createdAt}`)
+			for (const type of ['user.signed_up', 'token.reuse_detected', 'login.failed'])
+				await db.execute(sql`insert into audit_events (id, type) values (${Bun.randomUUIDv7()}, ${type})`)
+			expect(await migrate(db)).toContain('0008_audit_event_names')
+			const types = rowsOf(await db.execute(sql`select type from audit_events order by id`)).map((row) => row.type)
+			expect(types).toEqual(['user.signed-up', 'token.reuse-detected', 'login.failed'])
+			await expect(db.execute(sql`update audit_events set type = 'x'`).then(() => 'updated')).rejects.toThrow()
+		} finally {
+			await database.drop()
+		}
+	})
+
 	test('the database enforces normalised, unique emails itself', async () => {
 		const database = await createTestDatabase()
 		try {

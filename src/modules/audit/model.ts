@@ -3,13 +3,13 @@ import { queryDateTime, queryInteger } from '../../http/problem'
 
 // A plain union of literals (t.UnionEnum would give the optional query filter a default value).
 const EventType = t.Union([
-	t.Literal('user.signed_up'),
+	t.Literal('user.signed-up'),
 	t.Literal('user.created'),
 	t.Literal('login.succeeded'),
 	t.Literal('login.failed'),
 	t.Literal('login.locked'),
 	t.Literal('token.refreshed'),
-	t.Literal('token.reuse_detected'),
+	t.Literal('token.reuse-detected'),
 	t.Literal('logout'),
 	t.Literal('session.revoked'),
 	t.Literal('password.changed'),

@@ -153,7 +153,7 @@ export class AuthService {
 			return { kind: 'reuse' as const, sessionId: session.id, userId: user.id }
 		})
 		if (outcome.kind === 'reuse')
-			await this.deps.audit.record('token.reuse_detected', client, {
+			await this.deps.audit.record('token.reuse-detected', client, {
 				subjectId: outcome.userId,
 				details: { sessionId: outcome.sessionId },
 			})

@@ -66,7 +66,7 @@ export class UsersService {
 		this.checkPassword(input.password)
 		const passwordHash = await this.deps.hasher.hash(input.password)
 		const user = await insertUser(this.deps.db, { email: input.email, name: input.name ?? '', role: input.role ?? 'user', passwordHash })
-		await this.deps.audit.record(isAdmin ? 'user.created' : 'user.signed_up', client, {
+		await this.deps.audit.record(isAdmin ? 'user.created' : 'user.signed-up', client, {
 			actorId: caller?.user.id ?? user.id,
 			subjectId: user.id,
 			details: { role: user.role },
