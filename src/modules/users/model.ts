@@ -22,7 +22,8 @@ const Password = t.String({
 })
 const Timestamp = t.String({ format: 'date-time', examples: ['2026-01-01T12:00:00.000Z'] })
 
-export const SORTS = ['createdAt', '-createdAt', 'email', '-email'] as const
+// A tuple of literals, so that the static type is their union (a mapped array types as string).
+const Sort = t.Union([t.Literal('createdAt'), t.Literal('-createdAt'), t.Literal('email'), t.Literal('-email')], { default: '-createdAt' })
 
 export namespace UserModel {
 	export const user = t.Object(
@@ -70,12 +71,7 @@ export namespace UserModel {
 			status: t.Optional(Status),
 			createdAfter: t.Optional(queryDateTime()),
 			createdBefore: t.Optional(queryDateTime()),
-			sort: t.Optional(
-				t.Union(
-					SORTS.map((sort) => t.Literal(sort)),
-					{ default: '-createdAt' },
-				),
-			),
+			sort: t.Optional(Sort),
 		},
 		{ additionalProperties: false },
 	)
