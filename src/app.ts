@@ -43,6 +43,7 @@ const EXPOSED_HEADERS = [
 	'Location',
 	'Link',
 	'X-Request-Id',
+	'WWW-Authenticate',
 	'Retry-After',
 	'RateLimit-Limit',
 	'RateLimit-Remaining',
@@ -53,7 +54,7 @@ const EXPOSED_HEADERS = [
 
 function corsFor(origins: string[]) {
 	const anyOrigin = origins.includes('*')
-	return cors({
+	const plugin = cors({
 		origin: anyOrigin ? '*' : origins,
 		// Credentials only ever go with an explicit list of origins, never with `*`.
 		credentials: !anyOrigin && origins.length > 0,
@@ -61,6 +62,12 @@ function corsFor(origins: string[]) {
 		allowedHeaders: ['Authorization', 'Content-Type', 'X-Request-Id', 'Accept'],
 		exposeHeaders: EXPOSED_HEADERS,
 		maxAge: 600,
+	})
+	if (!anyOrigin) return plugin
+	// `*` is the same answer for every origin, so nothing varies; the plugin's `Vary: *` would keep shared caches
+	// from storing any response (the JWKS above all).
+	return new Elysia({ name: 'cors-any-origin' }).use(plugin).onRequest(({ set }) => {
+		if (set.headers.vary === '*') delete set.headers.vary
 	})
 }
 

@@ -203,13 +203,24 @@ describe('CORS', () => {
 		expect(res.headers.get('access-control-allow-headers')?.toLowerCase()).toContain('authorization')
 	})
 
-	test('in development any origin is allowed, without credentials', async () => {
+	test('in development any origin is allowed, without credentials, and the headers a client reads are exposed', async () => {
 		const res = await t.call('GET', '/api/health', { headers: { origin: 'https://app.example' } })
 		expect(res.headers.get('access-control-allow-origin')).toBe('*')
 		expect(res.headers.get('access-control-allow-credentials')).toBeNull()
-		const exposed = res.headers.get('access-control-expose-headers') ?? ''
-		for (const name of ['Location', 'Link', 'X-Request-Id', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset'])
+		const exposed = (res.headers.get('access-control-expose-headers') ?? '').split(',').map((name) => name.trim())
+		for (const name of ['Location', 'Link', 'X-Request-Id', 'WWW-Authenticate', 'Retry-After', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset'])
 			expect(exposed).toContain(name)
+	})
+
+	test('the any-origin answer does not vary, so shared caches may keep the JWKS; a list of origins varies by Origin', async () => {
+		for (const origin of [undefined, 'https://app.example']) {
+			const res = await t.call('GET', '/.well-known/jwks.json', { headers: origin ? { origin } : {} })
+			expect(res.status).toBe(200)
+			expect(res.headers.get('vary')).toBeNull()
+		}
+		const strict = await startTestApp({ CORS_ORIGINS: 'https://good.example' }, t.database)
+		for (const origin of ['https://good.example', 'https://evil.example'])
+			expect((await strict.call('GET', '/.well-known/jwks.json', { headers: { origin } })).headers.get('vary')).toBe('Origin')
 	})
 
 	test('with a configured list only those origins are allowed, and never reflected otherwise', async () => {
