@@ -46,6 +46,11 @@ test('the docs page renders the operations with nothing loaded from outside this
 	})
 	const errors: string[] = []
 	page.on('pageerror', (error) => errors.push(error.message))
+	// Scalar announces deprecated configuration on the console: the page must use its current configuration.
+	const warnings: string[] = []
+	page.on('console', (message) => {
+		if (message.type() === 'warning' || message.type() === 'error') warnings.push(message.text())
+	})
 
 	const response = await page.goto(`http://127.0.0.1:${server.server?.port}/api/docs`)
 	expect(response?.status()).toBe(200)
@@ -59,5 +64,6 @@ test('the docs page renders the operations with nothing loaded from outside this
 	expect(requested.some((url) => url.includes('/api/docs/scalar.js'))).toBe(true)
 	expect(requested.some((url) => url.endsWith('/api/docs/json'))).toBe(true)
 	expect(errors).toEqual([])
+	expect(warnings).toEqual([])
 	await page.close()
 }, 60_000)

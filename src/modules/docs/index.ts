@@ -1,5 +1,4 @@
 import { swagger } from '@elysiajs/swagger'
-import { ScalarRender } from '@elysiajs/swagger/scalar'
 import { Elysia } from 'elysia'
 // The browser bundle of the docs page, embedded in the binary: the page loads nothing from elsewhere.
 import scalarBundlePath from '../../../node_modules/@scalar/api-reference/dist/browser/standalone.js' with { type: 'file' }
@@ -44,22 +43,18 @@ export const docs = ({ enabled, path }: DocsOptions) => {
 	if (typeof generate !== 'function') throw new Error('@elysiajs/swagger no longer serves its document as a handler')
 	let document: OpenApiDocument | undefined
 
-	const page = ScalarRender(
-		{ title: TITLE, description: SUMMARY, version: packageJson.version },
-		scalarVersion,
-		{
-			spec: { url: specPath },
+	const page = referencePage({
+		scriptUrl: `${scriptPath}?v=${scalarVersion}`,
+		configuration: {
+			url: specPath,
 			// Nothing but this service: no web fonts, telemetry or hosted AI features.
 			withDefaultFonts: false,
 			telemetry: false,
 			agent: { disabled: true },
 			mcp: { disabled: true },
 			showDeveloperTools: 'never',
-			// The plugin's configuration type predates these options of the pinned Scalar.
-		} as Parameters<typeof ScalarRender>[2],
-		// The version in the URL lets browsers keep the script for a year and still get a new one on upgrade.
-		`${scriptPath}?v=${scalarVersion}`,
-	)
+		},
+	})
 
 	return plugin
 		.get(path, ({ set }) => {
@@ -84,4 +79,29 @@ export const docs = ({ enabled, path }: DocsOptions) => {
 			},
 			{ detail: { hide: true } },
 		)
+}
+
+/**
+ * The reference page, mounted the way Scalar documents it today (`Scalar.createApiReference`); the
+ * plugin's own page still uses the deprecated `spec.url`, which Scalar warns about on the console.
+ * The script is served by this service (the version in its URL lets browsers keep it for a year).
+ */
+function referencePage({ scriptUrl, configuration }: { scriptUrl: string; configuration: Record<string, unknown> }) {
+	// `<` escaped, so that no value can close the inline script.
+	const json = JSON.stringify(configuration).replace(/</g, '\\u003c')
+	return `<!doctype html>
+<html lang="en">
+	<head>
+		<meta charset="utf-8" />
+		<meta name="viewport" content="width=device-width, initial-scale=1" />
+		<meta name="description" content="${SUMMARY}" />
+		<title>${TITLE} API reference</title>
+	</head>
+	<body>
+		<div id="app"></div>
+		<script src="${scriptUrl}"></script>
+		<script>Scalar.createApiReference('#app', ${json})</script>
+	</body>
+</html>
+`
 }
