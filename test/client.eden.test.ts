@@ -104,4 +104,28 @@ describe('the Eden Treaty client against a listening server', () => {
 			instance: '/api/auth/login',
 		})
 	})
+
+	test('a value outside the contract\'s literals does not compile, and the server refuses it with a 422', async () => {
+		const email = uniqueEmail('literals')
+		await api.api.users.post({ email, password: PASSWORD })
+		const { data } = await api.api.auth.login.post({ email, password: PASSWORD })
+		const token = data?.data.accessToken ?? ''
+		const refusals = [
+			// @ts-expect-error: `name` is not a sort order
+			await api.api.users.get({ query: { sort: 'name' }, ...bearer(token) }),
+			// @ts-expect-error: the roles are `user` and `admin`
+			await api.api.users.get({ query: { role: 'owner' }, ...bearer(token) }),
+			// @ts-expect-error: the statuses are `active` and `deactivated`
+			await api.api.users.get({ query: { status: 'banned' }, ...bearer(token) }),
+			// @ts-expect-error: audit event types are kebab-case
+			await api.api['audit-events'].get({ query: { type: 'user.signed_up' }, ...bearer(token) }),
+			// @ts-expect-error: the logout scopes are `local`, `others` and `global`
+			await api.api.auth.logout.post({ scope: 'everywhere' }, bearer(token)),
+			// @ts-expect-error: the roles are `user` and `admin`
+			await api.api.users({ id: 'me' }).put({ email, name: 'Literal', role: 'superuser' }, bearer(token)),
+		]
+		// A 422 before any permission check: the value is refused for what it is, whoever sends it.
+		expect(refusals.map((refusal) => refusal.status)).toEqual([422, 422, 422, 422, 422, 422])
+		for (const refusal of refusals) expect(refusal.error?.value).toMatchObject({ type: 'https://latchkey.dev/problems/validation-error' })
+	})
 })
