@@ -1,0 +1,85 @@
+/**
+ * A frontend's program, type-checked in a fresh folder against the installed
+ * @latchkey/client package (see test/client.package.e2e.ts), then run against
+ * the compiled binary. It returns what it saw for the test to check.
+ */
+import { createClient, type LatchkeyClient } from '@latchkey/client'
+
+export interface Account {
+	email: string
+	password: string
+}
+
+const bearer = (accessToken: string) => ({ headers: { authorization: `Bearer ${accessToken}` } })
+
+export async function tourOfTheApi(baseUrl: string, admin: Account, newcomer: Account) {
+	const api = createClient(baseUrl)
+
+	const signedUp = await api.api.users.post({ ...newcomer, name: 'Frontend Developer' })
+	if (signedUp.error) throw new Error(`sign-up: ${signedUp.error.status}`)
+	const location = signedUp.response.headers.get('location')
+
+	const loggedIn = await api.api.auth.login.post(newcomer)
+	if (loggedIn.error) throw new Error(`login: ${loggedIn.error.status}`)
+	const tokens = loggedIn.data.data
+
+	const me = await api.api.users({ id: 'me' }).get(bearer(tokens.accessToken))
+	if (me.error) throw new Error(`me: ${me.error.status}`)
+	const role: 'user' | 'admin' = me.data.data.role
+
+	const refreshed = await api.api.auth.refresh.post({ refreshToken: tokens.refreshToken })
+	if (refreshed.error) throw new Error(`refresh: ${refreshed.error.status}`)
+	const fresh = refreshed.data.data
+
+	// A problem is a typed error: its status narrows it, its body is RFC 9457.
+	const refused = await api.api.auth.login.post({ email: newcomer.email, password: 'not the password at all' })
+	let problem: { status: number; type: string; detail: string } | undefined
+	if (refused.error?.status === 401) problem = { status: refused.error.value.status, type: refused.error.value.type, detail: refused.error.value.detail }
+
+	// An admin pages through the users, two at a time, sorted by email.
+	const adminLogin = await api.api.auth.login.post(admin)
+	if (adminLogin.error) throw new Error(`admin login: ${adminLogin.error.status}`)
+	const asAdmin = bearer(adminLogin.data.data.accessToken)
+	const firstPage = await api.api.users.get({ query: { limit: 2, sort: 'email' }, ...asAdmin })
+	if (firstPage.error) throw new Error(`first page: ${firstPage.error.status}`)
+	const cursor = firstPage.data.data.nextCursor
+	const secondPage = cursor === null ? undefined : await api.api.users.get({ query: { limit: 2, sort: 'email', cursor }, ...asAdmin })
+	if (secondPage?.error) throw new Error(`second page: ${secondPage.error.status}`)
+
+	const loggedOut = await api.api.auth.logout.post({ scope: 'local' }, bearer(fresh.accessToken))
+	if (loggedOut.error) throw new Error(`logout: ${loggedOut.error.status}`)
+	const afterLogout = await api.api.users({ id: 'me' }).get(bearer(fresh.accessToken))
+
+	return {
+		signUp: { status: signedUp.status, id: signedUp.data.data.id, location },
+		login: { status: loggedIn.status, tokenType: tokens.tokenType, expiresIn: tokens.expiresIn },
+		me: { status: me.status, email: me.data.data.email, role },
+		refresh: { status: refreshed.status, rotated: fresh.refreshToken !== tokens.refreshToken },
+		problem,
+		pages: {
+			first: firstPage.data.data.items.map((user) => user.email),
+			link: firstPage.response.headers.get('link'),
+			second: secondPage?.data?.data.items.map((user) => user.email),
+		},
+		logout: { status: loggedOut.status, data: loggedOut.data.data, afterLogout: afterLogout.error?.status },
+	}
+}
+
+/** Values outside the contract's literals do not compile (never called: tsc is the test). */
+export function valuesOutsideTheContract(api: LatchkeyClient) {
+	// @ts-expect-error: `name` is not a sort order
+	void api.api.users.get({ query: { sort: 'name' } })
+	// @ts-expect-error: the roles are `user` and `admin`
+	void api.api.users.get({ query: { role: 'owner' } })
+	// @ts-expect-error: the statuses are `active` and `deactivated`
+	void api.api.users.get({ query: { status: 'banned' } })
+	// @ts-expect-error: the logout scopes are `local`, `others` and `global`
+	void api.api.auth.logout.post({ scope: 'everywhere' })
+	// @ts-expect-error: audit event types are kebab-case
+	void api.api['audit-events'].get({ query: { type: 'user.signed_up' } })
+	// @ts-expect-error: admins set the role to `user` or `admin` only
+	void api.api.users({ id: 'me' }).put({ email: 'a@example.com', name: 'A', role: 'superuser' })
+	// The right literals compile.
+	void api.api.users.get({ query: { sort: '-email', role: 'admin', status: 'deactivated' } })
+	void api.api['audit-events'].get({ query: { type: 'user.signed-up' } })
+}
