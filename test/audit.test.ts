@@ -63,7 +63,7 @@ describe('the audit trail', () => {
 			ip: '203.0.113.7',
 			userAgent: 'audit-test/1.0',
 			requestId: 'audit-req-1',
-			details: { email, reason: 'wrong_password' },
+			details: { email, reason: 'wrong-password' },
 		})
 		expect(events.find((event) => event.type === 'role.changed')).toMatchObject({
 			actorId: admin.id,
@@ -84,7 +84,7 @@ describe('the audit trail', () => {
 		const reasons = failures.body.data.items
 			.filter((event: { details: { email?: string } }) => event.details.email === email)
 			.map((event: { details: { reason: string } }) => event.details.reason)
-		expect(reasons).toEqual(['locked', 'unknown_email', 'unknown_email'])
+		expect(reasons).toEqual(['locked', 'unknown-email', 'unknown-email'])
 	})
 
 	test('pages with a cursor and a Link header, and filters by time', async () => {

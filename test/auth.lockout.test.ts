@@ -125,7 +125,7 @@ describe('guesses sent in parallel', () => {
 		const admin = await signUpAdmin(t)
 		const audit = await t.call('GET', `/api/audit-events?userId=${user.id}&type=login.failed&limit=100`, { token: admin.accessToken })
 		const reasons = (audit.body.data.items as Array<{ details: { reason: string } }>).map((event) => event.details.reason)
-		expect(reasons.filter((reason) => reason === 'wrong_current_password')).toHaveLength(evaluated(results))
+		expect(reasons.filter((reason) => reason === 'wrong-current-password')).toHaveLength(evaluated(results))
 		const locks = await t.call('GET', `/api/audit-events?userId=${user.id}&type=login.locked`, { token: admin.accessToken })
 		expect(locks.body.data.items).toHaveLength(1)
 	})

@@ -30,18 +30,31 @@ describe('migrations', () => {
 		}
 	})
 
-	test('0008 renames the audit event types stored under their old snake_case names, and the trail is append-only again after it', async () => {
+	test('0008 renames the audit event types and login failure reasons stored under their old snake_case names, and the trail is append-only again after it', async () => {
 		const database = await createTestDatabase()
 		const { db } = database.handle
 		try {
 			// A trail written before 0008: forget that 0008 ran, store the old names, migrate again.
 			const last = bundledMigrations().find((migration) => migration.tag === '0008_audit_event_names')
 			await db.execute(sql`delete from drizzle.__drizzle_migrations where created_at >= ${last?.createdAt}`)
-			for (const type of ['user.signed_up', 'token.reuse_detected', 'login.failed'])
-				await db.execute(sql`insert into audit_events (id, type) values (${Bun.randomUUIDv7()}, ${type})`)
+			const stored = [
+				['user.signed_up', {}],
+				['token.reuse_detected', { sessionId: 'x' }],
+				['login.failed', { email: 'a@example.test', reason: 'wrong_password' }],
+				['login.failed', { email: 'a@example.test', reason: 'unknown_email' }],
+				['login.failed', { email: 'a@example.test', reason: 'locked' }],
+			] as const
+			for (const [type, details] of stored)
+				await db.execute(sql`insert into audit_events (id, type, details) values (${Bun.randomUUIDv7()}, ${type}, ${JSON.stringify(details)}::jsonb)`)
 			expect(await migrate(db)).toContain('0008_audit_event_names')
-			const types = rowsOf(await db.execute(sql`select type from audit_events order by id`)).map((row) => row.type)
-			expect(types).toEqual(['user.signed-up', 'token.reuse-detected', 'login.failed'])
+			const rows = rowsOf(await db.execute(sql`select type, details from audit_events order by id`))
+			expect(rows.map((row) => [row.type, row.details])).toEqual([
+				['user.signed-up', {}],
+				['token.reuse-detected', { sessionId: 'x' }],
+				['login.failed', { email: 'a@example.test', reason: 'wrong-password' }],
+				['login.failed', { email: 'a@example.test', reason: 'unknown-email' }],
+				['login.failed', { email: 'a@example.test', reason: 'locked' }],
+			])
 			await expect(db.execute(sql`update audit_events set type = 'x'`).then(() => 'updated')).rejects.toThrow()
 		} finally {
 			await database.drop()

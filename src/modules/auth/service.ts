@@ -61,7 +61,7 @@ export class AuthService {
 			const valid = await hasher.verifyForLogin(password, user?.passwordHash)
 			const started = user && valid && user.status === 'active' ? await this.startCheckedSession(user, password, client) : undefined
 			if (!user || !started) {
-				const reason = !user ? 'unknown_email' : !valid ? 'wrong_password' : user.status !== 'active' ? 'deactivated' : 'credentials_changed'
+				const reason = !user ? 'unknown-email' : !valid ? 'wrong-password' : user.status !== 'active' ? 'deactivated' : 'credentials-changed'
 				await this.recordFailure(attempt, client, { email: normalized, subjectId: user?.id, reason })
 				throw invalidCredentials()
 			}

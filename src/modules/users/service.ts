@@ -216,7 +216,7 @@ export class UsersService {
 				email: user.email,
 				subjectId: user.id,
 				actorId: caller.user.id,
-				reason: 'wrong_current_password',
+				reason: 'wrong-current-password',
 			})
 			throw new ValidationFailed([{ pointer, code: 'mismatch', detail: 'is not your current password' }])
 		} finally {
