@@ -7,7 +7,7 @@
  * against the compiled binary. Run after `bun run build`.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
-import { cpSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
+import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import packageJson from '../package.json'
@@ -105,6 +105,14 @@ describe('a frontend in another repository', () => {
 		for (const serverOnly of ['@electric-sql', '@scalar', 'pino', 'postgres', 'drizzle-orm', 'jose', '@types']) expect(installed).not.toContain(serverOnly)
 		const files = readdirSync(join(frontend, 'node_modules', '@latchkey', 'client')).sort()
 		expect(files).toEqual(['README.md', 'index.d.ts', 'index.js', 'package.json', 'routes.d.ts'])
+		// The declarations name nothing of the server: no Bun globals, workers, embedded files or server modules.
+		for (const file of ['index.d.ts', 'routes.d.ts']) {
+			const declarations = readFileSync(join(frontend, 'node_modules', '@latchkey', 'client', file), 'utf8')
+			expect(declarations).not.toMatch(/\bBun\b|BunFile|\bWorker\b|\.wasm|\.sql|node_modules|import\(|drizzle|pino|PGlite/)
+		}
+		const { peerDependencies, dependencies } = JSON.parse(readFileSync(join(frontend, 'node_modules', '@latchkey', 'client', 'package.json'), 'utf8'))
+		expect(Object.keys(peerDependencies).sort()).toEqual(['@elysiajs/eden', 'elysia'])
+		expect(dependencies).toBeUndefined()
 	})
 
 	test('type-checks both client programs with its own tsconfig: 0 errors, wrong literals refused', () => {
