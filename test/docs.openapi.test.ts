@@ -7,6 +7,7 @@ import openapiTS, { astToString } from 'openapi-typescript'
 import packageJson from '../package.json'
 import { PROBLEM_KINDS } from '../src/http/problem'
 import { startTestApp, type TestApp } from './support/app'
+import { exampleOf } from './support/schema-example'
 import { PASSWORD, uniqueEmail } from './support/fixtures'
 
 // Each file sets its own default: bun applies setDefaultTimeout to the file that calls it.
@@ -112,6 +113,77 @@ describe('the OpenAPI document', () => {
 			if (required) expect({ where, status: res.status, type: res.body.type }).toEqual({ where, status: 401, type: 'https://latchkey.dev/problems/unauthorized' })
 			else expect({ where, unauthorized: res.body?.type === 'https://latchkey.dev/problems/unauthorized' }).toEqual({ where, unauthorized: false })
 		}
+	})
+})
+
+describe('what the document says the server enforces', () => {
+	const PROBES = new Set(['/api/health', '/api/health/ready'])
+	const RATE_LIMIT_HEADERS = ['RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset']
+	/** A response's headers, their references resolved. */
+	const headersOf = (response: Json): Record<string, Json | undefined> =>
+		Object.fromEntries(
+			Object.entries((response.headers ?? {}) as Record<string, Json>).map(([name, header]) => [
+				name,
+				header.$ref ? document.components.headers[String(header.$ref).replace('#/components/headers/', '')] : header,
+			]),
+		)
+
+	test('request bodies refuse unknown members, and so do the queries of the list operations', () => {
+		for (const { path, method, operation } of operations()) {
+			const where = `${method} ${path}`
+			if (operation.requestBody)
+				expect({ where, additionalProperties: operation.requestBody.content['application/json'].schema.additionalProperties }).toEqual({
+					where,
+					additionalProperties: false,
+				})
+			const queried = (operation.parameters ?? []).some((parameter: Json) => parameter.in === 'query')
+			expect({ where, closed: operation['x-query']?.additionalProperties === false }).toEqual({ where, closed: queried })
+		}
+		expect(document.paths['/api/users'].get['x-query']).toEqual({ additionalProperties: false })
+		expect(document.paths['/api/audit-events'].get['x-query']).toEqual({ additionalProperties: false })
+		expect(document.paths['/api/auth/logout'].post.requestBody.required).toBe(false)
+	})
+
+	test('declares every status the plugins in front of the routes answer', () => {
+		for (const { path, method, operation } of operations()) {
+			const statuses = Object.keys(operation.responses)
+			const security: Json[] = operation.security ?? document.security
+			const expected = ['400', '406', '500']
+			if (['post', 'put', 'delete'].includes(method)) expected.push('413', '415', '422')
+			if (!PROBES.has(path)) expected.push('429')
+			if (security.some((requirement) => 'bearerAuth' in requirement)) expected.push('401', '503')
+			const where = `${method} ${path}`
+			expect({ where, missing: expected.filter((status) => !statuses.includes(status)) }).toEqual({ where, missing: [] })
+		}
+		// Those that read the database without a token.
+		for (const path of ['/api/auth/login', '/api/auth/refresh']) expect(document.paths[path].post.responses['503']).toBeDefined()
+		expect(document.paths['/api/health/ready'].get.responses['503']).toBeDefined()
+		expect(document.paths['/api/health'].get.responses['503']).toBeUndefined()
+	})
+
+	test('declares the response headers: everywhere, on budgeted operations, by status, and by route', () => {
+		for (const { path, method, operation } of operations()) {
+			for (const [status, response] of Object.entries(operation.responses as Record<string, Json>)) {
+				const where = `${method} ${path} ${status}`
+				const headers = headersOf(response)
+				for (const [name, header] of Object.entries(headers))
+					expect({ where, name, schema: typeof header?.schema?.type, description: typeof header?.description }).toEqual({ where, name, schema: 'string', description: 'string' })
+				const names = Object.keys(headers)
+				const expected = ['X-Request-Id', 'Cache-Control']
+				if (!PROBES.has(path)) expected.push(...RATE_LIMIT_HEADERS)
+				if (status === '401') expected.push('WWW-Authenticate')
+				if (status === '429' || status === '503') expected.push('Retry-After')
+				if (status === '201') expected.push('Location')
+				expect({ where, missing: expected.filter((name) => !names.includes(name)) }).toEqual({ where, missing: [] })
+				if (PROBES.has(path)) expect(names.filter((name) => name.startsWith('RateLimit'))).toEqual([])
+				expect(headers['X-Request-Id']?.required).toBe(true)
+			}
+		}
+		expect(headersOf(document.paths['/api/users'].get.responses['200']).Link).toMatchObject({ schema: { type: 'string' } })
+		expect(headersOf(document.paths['/api/audit-events'].get.responses['200']).Link).toMatchObject({ schema: { type: 'string' } })
+		expect(headersOf(document.paths['/api/users'].post.responses['201']).Location).toMatchObject({ required: true })
+		expect(headersOf(document.paths['/.well-known/jwks.json'].get.responses['200'])['Cache-Control']?.schema.const).toBe('public, max-age=300')
+		expect(headersOf(document.paths['/api/users/{id}'].get.responses['200'])['Cache-Control']?.schema.const).toBe('no-store')
 	})
 })
 
@@ -244,12 +316,3 @@ function expectDocumented(path: string, method: string, status: number, body: un
 	check(schema, body, '#')
 }
 
-/** A body built from a schema's examples: enough for a request to get past validation. */
-function exampleOf(schema: Json): unknown {
-	if (schema.examples?.length) return schema.examples[0]
-	if (schema.type === 'object')
-		return Object.fromEntries((schema.required ?? []).map((name: string) => [name, exampleOf(schema.properties?.[name] ?? {})]))
-	if (schema.anyOf?.length) return exampleOf(schema.anyOf[0])
-	if (schema.const !== undefined) return schema.const
-	return schema.type === 'integer' || schema.type === 'number' ? 1 : 'example'
-}

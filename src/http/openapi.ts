@@ -1,3 +1,4 @@
+import { CloneType, type TSchema } from '@sinclair/typebox'
 import { t } from 'elysia'
 import { PROBLEM_KINDS, PROBLEM_TYPE_BASE, type FieldError, type Problem, type ProblemKind } from './problem'
 
@@ -38,6 +39,116 @@ export const bearerSecurityScheme = {
 /** Vendor extension on a problem response: the problem kinds it stands for, turned into examples in the document. */
 export const PROBLEM_TYPES_EXTENSION = 'x-problem-types'
 
+/** Vendor extension on a response schema: the response headers it declares beyond those every response has (see `withResponseHeaders`). */
+export const RESPONSE_HEADERS_EXTENSION = 'x-response-headers'
+
+const EXAMPLE_UUID = '0193f1c2-7a5e-7c3b-9d2e-5f6a7b8c9d0e'
+const seconds = { type: 'integer', minimum: 0 } as const
+
+/**
+ * The response headers of the document, as OpenAPI header objects: its
+ * `components.headers`, keyed by id, each sent under the header name `name`.
+ * Which response carries which is decided in one place (docs/document.ts)
+ * for the headers every response, every budgeted operation or a status
+ * carries, and by the route (`withResponseHeaders`) for the others.
+ */
+export const RESPONSE_HEADERS = {
+	'X-Request-Id': {
+		name: 'X-Request-Id',
+		header: {
+			description: 'The id of this request, as in the log: the request’s own `X-Request-Id` when it sent one of 1–128 characters of `[A-Za-z0-9._:-]`, else a new UUID.',
+			required: true,
+			schema: { type: 'string', pattern: '^[A-Za-z0-9._:-]{1,128}$' },
+			example: EXAMPLE_UUID,
+		},
+	},
+	'Cache-Control': {
+		name: 'Cache-Control',
+		header: {
+			description: '`no-store`: responses carry tokens and user data (and problems about them); nothing may keep them.',
+			required: true,
+			schema: { type: 'string', const: 'no-store' },
+			example: 'no-store',
+		},
+	},
+	'Cache-Control-Public': {
+		name: 'Cache-Control',
+		header: {
+			description: 'The key set may be cached for 5 minutes; a rotated-out key stays listed longer than that.',
+			required: true,
+			schema: { type: 'string', const: 'public, max-age=300' },
+			example: 'public, max-age=300',
+		},
+	},
+	'RateLimit-Limit': {
+		name: 'RateLimit-Limit',
+		header: {
+			description: 'Requests the client’s budget allows per window (`RATE_LIMIT_MAX`; `AUTH_RATE_LIMIT_MAX` for requests charged to the `/auth` budget). Sent while rate limits are on.',
+			schema: seconds,
+			example: 300,
+		},
+	},
+	'RateLimit-Remaining': {
+		name: 'RateLimit-Remaining',
+		header: { description: 'Requests left in the current window. Sent while rate limits are on.', schema: seconds, example: 299 },
+	},
+	'RateLimit-Reset': {
+		name: 'RateLimit-Reset',
+		header: { description: 'Seconds until the current window ends. Sent while rate limits are on.', schema: seconds, example: 60 },
+	},
+	'RateLimit-Policy': {
+		name: 'RateLimit-Policy',
+		header: {
+			description: 'The budget as a structured field (draft-ietf-httpapi-ratelimit-headers): quota `q` per window of `w` seconds. Sent while rate limits are on.',
+			schema: { type: 'string' },
+			example: '"default";q=300;w=60',
+		},
+	},
+	RateLimit: {
+		name: 'RateLimit',
+		header: {
+			description: 'What is left of the budget as a structured field (draft-ietf-httpapi-ratelimit-headers): `r` requests remaining, reset in `t` seconds. Sent while rate limits are on.',
+			schema: { type: 'string' },
+			example: '"default";r=299;t=60',
+		},
+	},
+	'Retry-After': {
+		name: 'Retry-After',
+		header: { description: 'Seconds to wait before retrying.', required: true, schema: seconds, example: 42 },
+	},
+	'WWW-Authenticate': {
+		name: 'WWW-Authenticate',
+		header: {
+			description: 'RFC 6750 challenge: `Bearer realm="latchkey"`, with `error="invalid_token"` when a token was presented and refused.',
+			required: true,
+			schema: { type: 'string', pattern: '^Bearer realm=' },
+			example: 'Bearer realm="latchkey", error="invalid_token"',
+		},
+	},
+	Location: {
+		name: 'Location',
+		header: { description: 'The URL of the created resource.', required: true, schema: { type: 'string', format: 'uri-reference' }, example: `/api/users/${EXAMPLE_UUID}` },
+	},
+	Link: {
+		name: 'Link',
+		header: {
+			description: 'RFC 8288: the next page (`rel="next"`), the same query with the cursor replaced; absent on the last page.',
+			schema: { type: 'string' },
+			example: `</api/users?limit=20&cursor=eyJ2IjoiMjAyNi0wMS0wMSJ9>; rel="next"`,
+		},
+	},
+} as const
+
+export type ResponseHeaderId = keyof typeof RESPONSE_HEADERS
+
+/**
+ * A response schema that declares, for the document, response headers
+ * beyond those that every response, budget or status carries (`Location`
+ * on a 201, `Link` on a page). The schema validates as before.
+ */
+export const withResponseHeaders = <T extends TSchema>(schema: T, ...headers: ResponseHeaderId[]): T =>
+	CloneType(schema, { [RESPONSE_HEADERS_EXTENSION]: headers })
+
 type Kinds = typeof PROBLEM_KINDS
 type Status = Kinds[ProblemKind]['status']
 type StatusOf<A> = A extends ProblemKind ? Kinds[A]['status'] : A
@@ -58,6 +169,9 @@ const KINDS_OF_STATUS: Record<Status, ProblemKind[]> = {
 	500: ['internal-error'],
 	503: ['service-unavailable'],
 }
+
+/** The generic problem kinds of a status: what a bare status stands for on a route. */
+export const kindsOfStatus = (status: number): ProblemKind[] => KINDS_OF_STATUS[status as Status] ?? []
 
 /**
  * Response schemas for the problems a route can answer with, keyed by status.

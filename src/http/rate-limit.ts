@@ -6,7 +6,7 @@ import type { CounterStore } from './counters'
 import { problemBody } from './problem'
 
 /** Probes count against no budget. */
-const PROBES = new Set(['/api/health', '/api/health/', '/api/health/ready'])
+export const PROBES = new Set(['/api/health', '/api/health/', '/api/health/ready'])
 const AUTH_PREFIX = '/api/auth/'
 // What the plugin answers when a budget is spent (it adds the RateLimit-* and
 // Retry-After headers to it); turned into a problem+json response below.

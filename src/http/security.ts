@@ -3,7 +3,8 @@ import Negotiator from 'negotiator'
 import { AppError, deferProblem, deferredProblem, ValidationFailed, type FieldError } from './problem'
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
-const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE'])
+/** Methods whose body is checked (415, 413, 400, 422) whether or not the route reads one. */
+export const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE'])
 const JSON_TYPES = ['application/json', 'application/problem+json']
 /** Far deeper than any request of this API; deep nesting only costs the validator time and memory. */
 const MAX_JSON_DEPTH = 32

@@ -1,6 +1,6 @@
 import { Elysia } from 'elysia'
 import type { authGuard } from '../../http/auth'
-import { Envelope, problemResponses } from '../../http/openapi'
+import { Envelope, problemResponses, withResponseHeaders } from '../../http/openapi'
 import { nextPageLink } from '../../http/pagination'
 import { envelope } from '../../http/problem'
 import { AuditModel } from './model'
@@ -17,7 +17,7 @@ export const auditModule = ({ audit, guard }: { audit: AuditLog; guard: ReturnTy
 		{
 			auth: 'admin',
 			query: AuditModel.listQuery,
-			response: { 200: Envelope(AuditModel.page), ...problemResponses(400, 401, 403, 422, 429) },
+			response: { 200: withResponseHeaders(Envelope(AuditModel.page), 'Link'), ...problemResponses(400, 401, 403, 422, 429) },
 			detail: { operationId: 'listAuditEvents', summary: 'Security events, newest first (admins)' },
 		},
 	)

@@ -42,7 +42,7 @@ export const authModule = ({ auth, guard, jwt }: AuthModuleDeps) =>
 				body: AuthModel.login,
 				response: {
 					200: Envelope(AuthModel.tokens),
-					...problemResponses(400, 'invalid-credentials', 415, 422, 'rate-limited', 'login-locked'),
+					...problemResponses(400, 'invalid-credentials', 413, 415, 422, 'rate-limited', 'login-locked', 503),
 				},
 				detail: {
 					operationId: 'login',
@@ -59,7 +59,7 @@ export const authModule = ({ auth, guard, jwt }: AuthModuleDeps) =>
 				envelope(await tokenResponse(await auth.refresh(body.refreshToken, client)), 'Tokens refreshed'),
 			{
 				body: AuthModel.refresh,
-				response: { 200: Envelope(AuthModel.tokens), ...problemResponses(400, 'invalid-token', 415, 422, 429) },
+				response: { 200: Envelope(AuthModel.tokens), ...problemResponses(400, 'invalid-token', 413, 415, 422, 429, 503) },
 				detail: {
 					operationId: 'refresh',
 					summary: 'Exchange a refresh token for a new pair (rotation)',
@@ -78,7 +78,7 @@ export const authModule = ({ auth, guard, jwt }: AuthModuleDeps) =>
 			{
 				auth: 'user',
 				body: AuthModel.logout,
-				response: { 200: Envelope(t.Null()), ...problemResponses(400, 401, 415, 422, 429) },
+				response: { 200: Envelope(t.Null()), ...problemResponses(400, 401, 413, 415, 422, 429, 503) },
 				detail: {
 					operationId: 'logout',
 					summary: 'Revoke this session, the others, or all',

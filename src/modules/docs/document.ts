@@ -2,12 +2,18 @@ import { OptionalKind } from '@sinclair/typebox'
 import {
 	BEARER_SCHEME,
 	bearerSecurityScheme,
+	kindsOfStatus,
 	PROBLEM_TYPES_EXTENSION,
 	problemExample,
 	ProblemSchema,
 	problemTypesList,
+	RESPONSE_HEADERS,
+	RESPONSE_HEADERS_EXTENSION,
+	type ResponseHeaderId,
 } from '../../http/openapi'
 import { PROBLEM_KINDS, PROBLEM_TYPE_BASE, type ProblemKind } from '../../http/problem'
+import { PROBES } from '../../http/rate-limit'
+import { BODY_METHODS } from '../../http/security'
 
 /*
  * The one place where @elysiajs/swagger's output is corrected. It writes every
@@ -17,6 +23,11 @@ import { PROBLEM_KINDS, PROBLEM_TYPE_BASE, type ProblemKind } from '../../http/p
  * schemas are the JSON Schema that TypeBox writes), bodies and successes are
  * application/json, problems application/problem+json with an example of
  * each kind, and protected operations carry the bearer scheme.
+ *
+ * It also says what the plugins in front of every route enforce, which no
+ * route schema states: the statuses they answer (`everyOperation`), the
+ * headers they send, and that bodies and queries refuse unknown members.
+ * test/docs.behaviour.test.ts holds the document to the server's answers.
  */
 
 // The document is plain JSON; these describe only the members this file touches.
@@ -30,7 +41,16 @@ export interface OpenApiDocument extends Json {
 interface RouteInfo {
 	method: string
 	path: string
-	hooks?: { body?: unknown }
+	hooks?: { body?: unknown; query?: unknown }
+}
+
+/** What a route's own schemas say about its requests, beyond what the plugin writes. */
+interface RouteFacts {
+	bodyOptional: boolean
+	/** Unknown members of the body object are refused (422). */
+	bodyClosed: boolean
+	/** Unknown query parameters are refused (422). */
+	queryClosed: boolean
 }
 
 const METHODS = new Set(['get', 'put', 'post', 'delete', 'patch', 'head', 'options', 'trace'])
@@ -38,8 +58,6 @@ const JSON_TYPE = 'application/json'
 const PROBLEM_TYPE = 'application/problem+json'
 const PROBLEM_REF = { $ref: '#/components/schemas/Problem' }
 const EXAMPLE_ID = '0193f1c2-7a5e-7c3b-9d2e-5f6a7b8c9d0e'
-
-const UNIVERSAL_PROBLEMS = ['406', '500']
 
 const REASONS: Record<string, string> = { '200': 'OK', '201': 'Created', '204': 'No Content' }
 
@@ -51,16 +69,49 @@ const TAGS = [
 	{ name: 'Health', description: 'Probes; they count against no rate limit.' },
 ]
 
-/** Response headers that go with a problem status. */
-const PROBLEM_HEADERS: Record<number, Json> = {
-	401: {
-		'WWW-Authenticate': {
-			description: 'RFC 6750 challenge: `Bearer realm="latchkey"`, with `error="invalid_token"` when a token was refused',
-			schema: { type: 'string' },
-		},
-	},
-	429: { 'Retry-After': { description: 'seconds to wait before retrying', schema: { type: 'integer', minimum: 0 } } },
-	503: { 'Retry-After': { description: 'seconds to wait before retrying', schema: { type: 'integer', minimum: 0 } } },
+/** Headers on every response of every operation (security.ts). */
+const EVERY_RESPONSE_HEADERS: ResponseHeaderId[] = ['X-Request-Id', 'Cache-Control']
+/** Headers on every response of an operation that counts against a budget (rate-limit.ts, problem.ts). */
+const BUDGET_HEADERS: ResponseHeaderId[] = ['RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'RateLimit-Policy', 'RateLimit']
+/** Headers that go with a status. */
+const STATUS_HEADERS: Record<string, ResponseHeaderId[]> = { '401': ['WWW-Authenticate'], '429': ['Retry-After'], '503': ['Retry-After'] }
+
+/** The 400 example of an operation that reads no body: what security.ts says of a repeated parameter. */
+const QUERY_BAD_REQUEST = {
+	detail: 'A query parameter is given more than once',
+	message: 'A query parameter is given more than once',
+	errors: [{ pointer: '#/limit', code: 'duplicate', detail: 'must be given at most once' }],
+}
+
+/** An operation as the plugins in front of every route see it. */
+interface OperationTraits {
+	method: string
+	path: string
+	/** Its security names the bearer scheme: the guard verifies a token and reads its session. */
+	bearer: boolean
+	/** A token is welcome but not required (a missing one is no 401). */
+	bearerOptional: boolean
+}
+
+/**
+ * The problems an operation can answer whatever its route declares: the
+ * request checks (security.ts), the budgets (rate-limit.ts), the bearer
+ * guard (auth.ts) and the error boundary (problem.ts). Routes declare the
+ * others; their declarations and these are merged.
+ */
+function everyOperation({ method, path, bearer, bearerOptional }: OperationTraits): Array<[number, ProblemKind[]]> {
+	const problems: Array<[number, ProblemKind[]]> = [
+		// A query parameter given twice or holding NUL; an Accept without JSON; the unexpected.
+		[400, kindsOfStatus(400)],
+		[406, kindsOfStatus(406)],
+		[500, kindsOfStatus(500)],
+	]
+	// A body is checked on these methods whether or not the route reads one: media type, size, JSON, member names.
+	if (BODY_METHODS.has(method.toUpperCase())) problems.push([413, kindsOfStatus(413)], [415, kindsOfStatus(415)], [422, kindsOfStatus(422)])
+	if (!PROBES.has(path)) problems.push([429, ['rate-limited']])
+	// The guard reads the session of a presented token: a refused token is 401, an unreachable database 503.
+	if (bearer) problems.push([401, bearerOptional ? ['invalid-token'] : kindsOfStatus(401)], [503, kindsOfStatus(503)])
+	return problems
 }
 
 const description = (summary: string) =>
@@ -71,6 +122,20 @@ const description = (summary: string) =>
 			'Every error is `application/problem+json` (RFC 9457) with the same envelope members added: ' +
 			'`data` is `null` and `errors` lists the invalid fields, if any.',
 		'',
+		'## What every operation answers',
+		'',
+		'- Every response carries `X-Request-Id` and `Cache-Control: no-store` (the key set aside, which may be cached for a while).',
+		'- Request bodies refuse members they do not list (422, `code: additionalProperties`): their schemas say `additionalProperties: false`. ' +
+			'So does the query of operations marked `x-query: { additionalProperties: false }`; operations that list no query parameters ignore the query string.',
+		'- Any operation: a query parameter given twice or holding a NUL character is 400; an `Accept` that admits no JSON is 406.',
+		'- POST, PUT and DELETE: a body must be `application/json` (415), at most `BODY_LIMIT_BYTES` (default 65536) long (413) and valid JSON (400), ' +
+			'whether or not the operation reads it.',
+		'- Every operation but the health probes counts against the client’s rate budget, and while rate limits are on every answer carries ' +
+			'`RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset` (and the draft fields `RateLimit-Policy`, `RateLimit`); a spent budget is 429 with `Retry-After`. ' +
+			'`/api/auth/*`, sign-up and a PUT that sets or checks a password count against the stricter `/auth` budget as well. ' +
+			'The key set is budgeted too: it is public, and a verifier is expected to cache it.',
+		'- An operation that takes a bearer token reads its session: a refused token is 401 with `WWW-Authenticate`, an unreachable database 503 with `Retry-After`.',
+		'',
 		'## Problem types',
 		'',
 		`The \`type\` of a problem is one of these URIs, the same on every route. New types may be added; a client should fall back on the status.`,
@@ -80,12 +145,11 @@ const description = (summary: string) =>
 
 export function finishDocument(raw: OpenApiDocument, { summary, routes }: { summary: string; routes: readonly RouteInfo[] }): OpenApiDocument {
 	const document = JSON.parse(JSON.stringify(raw)) as OpenApiDocument
-	const optionalBodies = new Set(
-		routes.filter((route) => isOptional(route.hooks?.body)).map((route) => `${route.method.toLowerCase()} ${openApiPath(route.path)}`),
-	)
+	const facts = new Map(routes.map((route) => [`${route.method.toLowerCase()} ${openApiPath(route.path)}`, routeFacts(route)]))
+	const usedHeaders = new Set<ResponseHeaderId>()
 	for (const [path, item] of Object.entries(document.paths))
 		for (const [method, operation] of Object.entries(item))
-			if (METHODS.has(method)) finishOperation(path, method, operation, optionalBodies.has(`${method} ${path}`))
+			if (METHODS.has(method)) finishOperation(path, method, operation, facts.get(`${method} ${path}`), usedHeaders)
 
 	return {
 		openapi: '3.1.0',
@@ -100,27 +164,86 @@ export function finishDocument(raw: OpenApiDocument, { summary, routes }: { summ
 				...document.components?.schemas,
 				Problem: cleanSchema(JSON.parse(JSON.stringify(ProblemSchema))),
 			},
+			// In the order of their definition, only those some response uses.
+			headers: Object.fromEntries(
+				(Object.keys(RESPONSE_HEADERS) as ResponseHeaderId[]).filter((id) => usedHeaders.has(id)).map((id) => [id, RESPONSE_HEADERS[id].header]),
+			),
 			securitySchemes: { [BEARER_SCHEME]: bearerSecurityScheme },
 		},
 	}
 }
 
-function finishOperation(path: string, method: string, operation: Json, bodyOptional: boolean) {
+/**
+ * With `normalize: false` (app.ts), Elysia validates a body or query object
+ * that does not set `additionalProperties` itself as closed: an unknown
+ * member is a 422. Nested objects keep their own setting.
+ */
+function routeFacts(route: RouteInfo): RouteFacts {
+	const closed = (schema: unknown) =>
+		typeof schema === 'object' && schema !== null && (schema as Json).type === 'object' && (schema as Json).additionalProperties !== true
+	return { bodyOptional: isOptional(route.hooks?.body), bodyClosed: closed(route.hooks?.body), queryClosed: closed(route.hooks?.query) }
+}
+
+function finishOperation(path: string, method: string, operation: Json, facts: RouteFacts | undefined, usedHeaders: Set<ResponseHeaderId>) {
 	operation.operationId = camelCase(operation.operationId ?? `${method} ${path}`)
 	if (Array.isArray(operation.parameters)) {
 		if (operation.parameters.length === 0) delete operation.parameters
 		else operation.parameters = operation.parameters.map(finishParameter)
 	}
+	// OpenAPI has no schema for the query as a whole; this says what `additionalProperties: false` would.
+	if (facts?.queryClosed) operation['x-query'] = { additionalProperties: false }
 	if (operation.requestBody) {
-		const schema = operation.requestBody.content?.[JSON_TYPE]?.schema ?? {}
-		operation.requestBody = { required: !bodyOptional, content: { [JSON_TYPE]: { schema: cleanSchema(schema) } } }
+		const schema = cleanSchema(operation.requestBody.content?.[JSON_TYPE]?.schema ?? {})
+		if (facts?.bodyClosed) schema.additionalProperties = false
+		operation.requestBody = { required: !facts?.bodyOptional, content: { [JSON_TYPE]: { schema } } }
 	}
-	const responses: Record<string, Json> = {}
-	for (const [status, response] of Object.entries((operation.responses ?? {}) as Record<string, Json>))
-		responses[status] = Number(status) >= 400 ? problemResponse(Number(status), response, exampleInstance(path)) : successResponse(status, response)
-	// Any route can refuse an Accept header (security.ts) or fail unexpectedly (problem.ts).
-	for (const status of UNIVERSAL_PROBLEMS) responses[status] ??= problemResponse(Number(status), {}, exampleInstance(path))
-	operation.responses = responses
+
+	const security: Json[] = operation.security ?? [{ [BEARER_SCHEME]: [] }]
+	const traits: OperationTraits = {
+		method,
+		path,
+		bearer: security.some((requirement) => BEARER_SCHEME in requirement),
+		bearerOptional: security.some((requirement) => Object.keys(requirement).length === 0),
+	}
+	const budgeted = !PROBES.has(path)
+	const headersOf = (status: string, declared: unknown): Json => {
+		const ids = Array.isArray(declared) ? (declared as ResponseHeaderId[]) : []
+		const names = new Set(ids.map((id) => RESPONSE_HEADERS[id].name))
+		const all = [
+			...EVERY_RESPONSE_HEADERS.filter((id) => !names.has(RESPONSE_HEADERS[id].name)),
+			...(STATUS_HEADERS[status] ?? []),
+			...ids,
+			...(budgeted ? BUDGET_HEADERS : []),
+		]
+		for (const id of all) usedHeaders.add(id)
+		return Object.fromEntries(all.map((id) => [RESPONSE_HEADERS[id].name, { $ref: `#/components/headers/${id}` }]))
+	}
+
+	const successes: Record<string, Json> = {}
+	const problems = new Map<number, Set<ProblemKind>>()
+	const addProblem = (status: number, kinds: readonly ProblemKind[]) => {
+		const known = problems.get(status) ?? new Set<ProblemKind>()
+		for (const kind of kinds) known.add(kind)
+		problems.set(status, known)
+	}
+	for (const [status, response] of Object.entries((operation.responses ?? {}) as Record<string, Json>)) {
+		if (Number(status) < 400) successes[status] = successResponse(status, response, headersOf(status, response[RESPONSE_HEADERS_EXTENSION]))
+		else {
+			const declared = response[PROBLEM_TYPES_EXTENSION]
+			addProblem(Number(status), Array.isArray(declared) ? declared : kindsOfStatus(Number(status)))
+		}
+	}
+	for (const [status, kinds] of everyOperation(traits)) addProblem(status, kinds)
+	const instance = exampleInstance(path)
+	const readsBody = BODY_METHODS.has(method.toUpperCase())
+	operation.responses = {
+		...successes,
+		...Object.fromEntries(
+			[...problems]
+				.sort(([a], [b]) => a - b)
+				.map(([status, kinds]) => [String(status), problemResponse([...kinds], instance, headersOf(String(status), undefined), readsBody)]),
+		),
+	}
 }
 
 function finishParameter(parameter: Json): Json {
@@ -132,30 +255,27 @@ function finishParameter(parameter: Json): Json {
 	return finished
 }
 
-function successResponse(status: string, response: Json): Json {
-	const { content, description, ...rest } = response
+function successResponse(status: string, response: Json, headers: Json): Json {
+	const { content, description, [RESPONSE_HEADERS_EXTENSION]: _declared, ...rest } = response
 	const schema = content?.[JSON_TYPE]?.schema
 	return {
 		...rest,
 		description: description ?? REASONS[status] ?? 'Success',
+		headers,
 		...(schema ? { content: { [JSON_TYPE]: { schema: cleanSchema(schema) } } } : {}),
 	}
 }
 
-function problemResponse(status: number, response: Json, instance: string): Json {
-	const declared = response[PROBLEM_TYPES_EXTENSION]
-	const kinds: ProblemKind[] = Array.isArray(declared)
-		? declared
-		: (Object.keys(PROBLEM_KINDS) as ProblemKind[]).filter((kind) => PROBLEM_KINDS[kind].status === status)
+function problemResponse(kinds: ProblemKind[], instance: string, headers: Json, readsBody: boolean): Json {
+	const example = (kind: ProblemKind) =>
+		// Without a body, the query is all that a 400 can be about.
+		kind === 'bad-request' && !readsBody ? { ...problemExample(kind, instance), ...QUERY_BAD_REQUEST } : problemExample(kind, instance)
 	const examples = Object.fromEntries(
-		kinds.map((kind) => [
-			kind,
-			{ summary: PROBLEM_KINDS[kind].title, description: `\`${PROBLEM_TYPE_BASE}${kind}\``, value: problemExample(kind, instance) },
-		]),
+		kinds.map((kind) => [kind, { summary: PROBLEM_KINDS[kind].title, description: `\`${PROBLEM_TYPE_BASE}${kind}\``, value: example(kind) }]),
 	)
 	return {
-		description: kinds.map((kind) => PROBLEM_KINDS[kind].title).join('; ') || `Problem ${status}`,
-		...(PROBLEM_HEADERS[status] ? { headers: PROBLEM_HEADERS[status] } : {}),
+		description: kinds.map((kind) => PROBLEM_KINDS[kind].title).join('; '),
+		headers,
 		content: { [PROBLEM_TYPE]: { schema: PROBLEM_REF, examples } },
 	}
 }

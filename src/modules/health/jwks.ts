@@ -1,4 +1,5 @@
 import { Elysia, t } from 'elysia'
+import { withResponseHeaders } from '../../http/openapi'
 import type { TokenKeys } from '../auth/keys'
 
 const Jwks = t.Object({ keys: t.Array(t.Record(t.String(), t.Unknown())) }, { description: 'RFC 7517 JSON Web Key Set' })
@@ -15,5 +16,5 @@ export const jwks = (keys: TokenKeys) =>
 			set.headers['cache-control'] = 'public, max-age=300'
 			return keys.jwks
 		},
-		{ response: { 200: Jwks }, detail: { tags: ['Keys'], summary: 'Public keys that verify access tokens', security: [] } },
+		{ response: { 200: withResponseHeaders(Jwks, 'Cache-Control-Public') }, detail: { tags: ['Keys'], summary: 'Public keys that verify access tokens', security: [] } },
 	)

@@ -1,7 +1,7 @@
 import { Elysia, t } from 'elysia'
 import type { authGuard } from '../../http/auth'
 import { targetUserId } from '../../http/auth'
-import { Envelope, problemResponses } from '../../http/openapi'
+import { Envelope, problemResponses, withResponseHeaders } from '../../http/openapi'
 import { nextPageLink } from '../../http/pagination'
 import { envelope, reportWithSchemaErrors } from '../../http/problem'
 import { chargeAuthBudget } from '../../http/rate-limit'
@@ -50,7 +50,7 @@ export const usersModule = ({ users, guard, db, audit }: UsersModuleDeps) =>
 			{
 				optionalAuth: true,
 				body: UserModel.create,
-				response: { 201: UserEnvelope, ...problemResponses(400, 'invalid-token', 403, 'email-taken', 413, 415, 422, 429) },
+				response: { 201: withResponseHeaders(UserEnvelope, 'Location'), ...problemResponses(400, 'invalid-token', 403, 'email-taken', 413, 415, 422, 429) },
 				detail: {
 					operationId: 'createUser',
 					summary: 'Sign up, or (as an admin) create an account',
@@ -71,7 +71,7 @@ export const usersModule = ({ users, guard, db, audit }: UsersModuleDeps) =>
 			{
 				auth: 'admin',
 				query: UserModel.listQuery,
-				response: { 200: Envelope(UserModel.page), ...problemResponses(400, 401, 403, 422, 429) },
+				response: { 200: withResponseHeaders(Envelope(UserModel.page), 'Link'), ...problemResponses(400, 401, 403, 422, 429) },
 				detail: {
 					operationId: 'listUsers',
 					summary: 'List accounts (admins): keyset pagination, filters and sorts',

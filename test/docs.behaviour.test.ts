@@ -1,0 +1,345 @@
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
+import { openDatabase } from '../src/db/client'
+import { startTestApp, type CallOptions, type CallResult, type TestApp } from './support/app'
+import { exampleOf } from './support/schema-example'
+import { PASSWORD, signUpAdmin, uniqueEmail, type Account } from './support/fixtures'
+
+/*
+ * The OpenAPI document against the server's answers: for every operation it
+ * lists, requests that the plugins in front of the routes refuse (an unknown
+ * member or query parameter, an oversized or malformed body, a wrong media
+ * type or Accept) get a status the document declares for that operation, a
+ * problem type it gives an example of, and the headers it declares.
+ */
+
+// Each file sets its own default: bun applies setDefaultTimeout to the file that calls it.
+setDefaultTimeout(120_000)
+
+// The document is free-form JSON: walked member by member, so `any` rather than a copy of the OpenAPI types.
+type Json = Record<string, any>
+
+interface Operation {
+	path: string
+	method: string
+	operation: Json
+	where: string
+}
+
+const METHODS = ['get', 'put', 'post', 'delete', 'patch']
+const PROBLEM_BASE = 'https://latchkey.dev/problems/'
+/** High enough that no budget is spent by this file's requests, but on: every answer carries the RateLimit headers. */
+const BUDGETS = { RATE_LIMIT_MAX: '100000', AUTH_RATE_LIMIT_MAX: '100000' }
+
+let t: TestApp
+let document: Json
+
+async function fetchDocument(app: TestApp['app']): Promise<Json> {
+	// With app.handle: the document names `password` fields, which `t.call` refuses to see in any response.
+	const response = await app.handle(new Request('http://localhost/api/docs/json'))
+	expect(response.status).toBe(200)
+	return (await response.json()) as Json
+}
+
+const operations = (): Operation[] =>
+	Object.entries(document.paths as Record<string, Json>).flatMap(([path, item]) =>
+		METHODS.filter((method) => item[method]).map((method) => ({ path, method, operation: item[method] as Json, where: `${method} ${path}` })),
+	)
+
+/** A `$ref` inside the document, resolved. */
+const resolve = (node: Json): Json =>
+	typeof node.$ref === 'string'
+		? (node.$ref as string)
+				.slice(2)
+				.split('/')
+				.reduce((at: Json, key) => at[key], document)
+		: node
+
+const isBodyMethod = (method: string) => ['post', 'put', 'patch', 'delete'].includes(method)
+
+/** The request path of an operation: `{id}` is the caller (`me`), any other parameter an id nobody has. */
+const concretePath = (path: string) => path.replace('{id}', 'me').replace(/\{[^}]+\}/g, () => crypto.randomUUID())
+
+
+/** Bodies that the operation accepts from this caller: schema examples would sign up a taken email or log in nobody. */
+const OWN_BODIES: Record<string, (caller: Account) => Record<string, unknown>> = {
+	createUser: () => ({ email: uniqueEmail('behaviour'), password: PASSWORD, name: 'Ada Lovelace' }),
+	replaceUser: (caller) => ({ email: caller.email, name: 'Ada Lovelace' }),
+	login: (caller) => ({ email: caller.email, password: PASSWORD }),
+	refresh: (caller) => ({ refreshToken: caller.refreshToken }),
+	logout: () => ({ scope: 'local' }),
+}
+
+/** A valid body for an operation that takes one, else undefined. */
+function validBody({ operation }: Operation, caller: Account): Record<string, unknown> | undefined {
+	if (!operation.requestBody) return undefined
+	const own = OWN_BODIES[operation.operationId]
+	return own ? own(caller) : (exampleOf(operation.requestBody.content['application/json'].schema) as Record<string, unknown>)
+}
+
+/**
+ * Sends a request as a fresh admin (some succeed: a DELETE deactivates, a
+ * logout revokes; none may spoil the next), with that admin's token.
+ */
+async function send(
+	app: TestApp,
+	op: Operation,
+	build: (caller: Account) => { query?: string; options?: CallOptions },
+	caller?: Account,
+): Promise<CallResult> {
+	const account = caller ?? (await signUpAdmin(t))
+	const { query = '', options = {} } = build(account)
+	return app.call(op.method.toUpperCase(), `${concretePath(op.path)}${query}`, { token: account.accessToken, ...options })
+}
+
+/** What a header's schema says of its value, for the simple schemas the document uses. */
+function expectHeaderValue(where: string, name: string, schema: Json, value: string) {
+	const fits =
+		(schema.const === undefined || value === schema.const) &&
+		(schema.pattern === undefined || new RegExp(schema.pattern).test(value)) &&
+		(schema.type !== 'integer' || (/^\d+$/.test(value) && Number(value) >= (schema.minimum ?? -Infinity)))
+	expect({ where, header: name, value, fits }).toEqual({ where, header: name, value, fits: true })
+}
+
+/**
+ * The answer is one the document declares for the operation: its status, its
+ * media type, for a problem a type it gives an example of, and the headers
+ * it declares (those marked required, and the RateLimit ones while budgets are on).
+ */
+function expectDeclared(op: Operation, res: CallResult, label: string, budgetsOn = true) {
+	const where = `${op.where} (${label})`
+	const response = op.operation.responses[String(res.status)] as Json | undefined
+	expect({ where, status: res.status, declared: response !== undefined }).toEqual({ where, status: res.status, declared: true })
+	if (!response) return
+	const contentType = res.headers.get('content-type') ?? ''
+	if (res.status >= 400) {
+		expect({ where, contentType }).toEqual({ where, contentType: expect.stringMatching(/^application\/problem\+json/) })
+		const types = Object.keys(response.content['application/problem+json'].examples).map((kind) => PROBLEM_BASE + kind)
+		expect({ where, status: res.status, type: res.body.type, declared: types.includes(res.body.type) }).toEqual({
+			where,
+			status: res.status,
+			type: res.body.type,
+			declared: true,
+		})
+	} else if (response.content) expect({ where, contentType }).toEqual({ where, contentType: expect.stringMatching(/^application\/json/) })
+	for (const [name, reference] of Object.entries((response.headers ?? {}) as Record<string, Json>)) {
+		const header = resolve(reference)
+		const value = res.headers.get(name)
+		const expected = header.required === true || (budgetsOn && name.toLowerCase().startsWith('ratelimit'))
+		if (expected) expect({ where, status: res.status, header: name, present: value !== null }).toEqual({ where, status: res.status, header: name, present: true })
+		if (value !== null) expectHeaderValue(where, name, resolve(header.schema), value)
+	}
+}
+
+beforeAll(async () => {
+	t = await startTestApp(BUDGETS)
+	document = await fetchDocument(t.app)
+})
+afterAll(() => t.close())
+
+describe('the document against the server, for every operation', () => {
+	test('covers the operations this file knows how to call well', () => {
+		const ids = operations().map(({ operation }) => operation.operationId)
+		expect(ids.length).toBeGreaterThan(10)
+		for (const id of Object.keys(OWN_BODIES)) expect(ids).toContain(id)
+	})
+
+	test('an unknown body member is a 422 at that member where the body schema says additionalProperties: false', async () => {
+		let checked = 0
+		for (const op of operations().filter(({ operation }) => operation.requestBody)) {
+			const schema = op.operation.requestBody.content['application/json'].schema
+			expect({ where: op.where, additionalProperties: schema.additionalProperties }).toEqual({ where: op.where, additionalProperties: false })
+			const res = await send(t, op, (caller) => ({ options: { json: { ...validBody(op, caller), unknownMember: true } } }))
+			expectDeclared(op, res, 'unknown body member')
+			expect({ where: op.where, status: res.status, errors: res.body.errors }).toEqual({
+				where: op.where,
+				status: 422,
+				errors: [{ pointer: '#/unknownMember', code: 'additionalProperties', detail: 'is not a recognised field' }],
+			})
+			checked++
+		}
+		expect(checked).toBeGreaterThanOrEqual(5)
+	})
+
+	test('an unknown query parameter is a 422 where the query is closed, and changes nothing elsewhere', async () => {
+		for (const op of operations()) {
+			const res = await send(t, op, (caller) => ({ query: '?unknownParameter=1', options: { json: validBody(op, caller) } }))
+			expectDeclared(op, res, 'unknown query parameter')
+			if (op.operation['x-query']?.additionalProperties === false)
+				expect({ where: op.where, status: res.status, errors: res.body.errors }).toEqual({
+					where: op.where,
+					status: 422,
+					errors: [{ pointer: '#/unknownParameter', code: 'additionalProperties', detail: 'is not a recognised field' }],
+				})
+			else {
+				// Ignored: the same request without it gets the same answer.
+				const without = await send(t, op, (caller) => ({ options: { json: validBody(op, caller) } }))
+				expect({ where: op.where, status: res.status }).toEqual({ where: op.where, status: without.status })
+				expect(res.status).toBeLessThan(500)
+			}
+		}
+	})
+
+	test('a body over BODY_LIMIT_BYTES is a 413 on POST, PUT and DELETE, declared there, with or without Content-Length', async () => {
+		const oversized = JSON.stringify({ padding: 'x'.repeat(t.config.bodyLimitBytes) })
+		for (const op of operations()) {
+			const variants: Array<[string, Record<string, string>]> = [
+				['oversized body with Content-Length', { 'content-type': 'application/json', 'content-length': String(oversized.length) }],
+				['oversized body without Content-Length', { 'content-type': 'application/json' }],
+			]
+			for (const [label, headers] of variants) {
+				const res = await send(t, op, () => ({ options: { body: oversized, headers } }))
+				expectDeclared(op, res, label)
+				if (isBodyMethod(op.method))
+					expect({ where: op.where, label, status: res.status, type: res.body.type }).toEqual({
+						where: op.where,
+						label,
+						status: 413,
+						type: `${PROBLEM_BASE}payload-too-large`,
+					})
+			}
+		}
+	})
+
+	test('a wrong media type, malformed JSON, a repeated query parameter and an Accept without JSON get the declared 415, 400 and 406', async () => {
+		const cases: Array<{ label: string; status: number; kind: string; applies: (op: Operation) => boolean; build: () => { query?: string; options: CallOptions } }> = [
+			{
+				label: 'text/plain body',
+				status: 415,
+				kind: 'unsupported-media-type',
+				applies: (op) => isBodyMethod(op.method),
+				build: () => ({ options: { body: 'hello', headers: { 'content-type': 'text/plain' } } }),
+			},
+			{
+				label: 'malformed JSON',
+				status: 400,
+				kind: 'bad-request',
+				applies: (op) => isBodyMethod(op.method),
+				build: () => ({ options: { body: '{"email":', headers: { 'content-type': 'application/json' } } }),
+			},
+			{ label: 'repeated query parameter', status: 400, kind: 'bad-request', applies: () => true, build: () => ({ query: '?a=1&a=2', options: {} }) },
+			{ label: 'Accept: text/html', status: 406, kind: 'not-acceptable', applies: () => true, build: () => ({ options: { headers: { accept: 'text/html' } } }) },
+		]
+		for (const op of operations())
+			for (const { label, status, kind, applies, build } of cases) {
+				if (!applies(op)) continue
+				const res = await send(t, op, build)
+				expectDeclared(op, res, label)
+				expect({ where: op.where, label, status: res.status, type: res.body.type }).toEqual({ where: op.where, label, status, type: PROBLEM_BASE + kind })
+			}
+	})
+
+	test('without a token, the operations that require one answer the declared 401 with WWW-Authenticate', async () => {
+		const nobody: Account = { id: crypto.randomUUID(), email: uniqueEmail('nobody'), password: PASSWORD, accessToken: '', refreshToken: 'none', sessionId: '' }
+		for (const op of operations()) {
+			const security: Json[] = op.operation.security ?? document.security
+			const required = security.length > 0 && !security.some((requirement) => Object.keys(requirement).length === 0)
+			if (!required) continue
+			// A valid body: the body's schema is checked before the token.
+			const res = await t.call(op.method.toUpperCase(), concretePath(op.path), { json: validBody(op, nobody) })
+			expectDeclared(op, res, 'no token')
+			expect({ where: op.where, status: res.status, challenge: res.headers.get('www-authenticate') }).toEqual({
+				where: op.where,
+				status: 401,
+				challenge: 'Bearer realm="latchkey"',
+			})
+		}
+	})
+
+	test('valid requests get a declared success with the declared headers (Location on 201, Link on a page with a next one)', async () => {
+		for (const op of operations()) {
+			const res = await send(t, op, (caller) => ({ query: op.operation['x-query'] ? '?limit=1' : '', options: { json: validBody(op, caller) } }))
+			expectDeclared(op, res, 'valid request')
+			// `{sessionId}`: an id nobody has; everything else succeeds.
+			if (!op.path.includes('{sessionId}')) expect({ where: op.where, success: res.status < 300 }).toEqual({ where: op.where, success: true })
+			if (res.status === 201) expect(res.headers.get('location')).toBe(`/api/users/${res.body.data.id}`)
+			if (op.operation['x-query'] && res.body.data?.nextCursor) expect(res.headers.get('link')).toContain('rel="next"')
+		}
+	})
+})
+
+describe('spent budgets, as the document declares them', () => {
+	let limited: TestApp
+	beforeAll(async () => {
+		limited = await startTestApp({ RATE_LIMIT_MAX: '3', AUTH_RATE_LIMIT_MAX: '2', TRUST_PROXY: '10.0.0.0/8' })
+	})
+	afterAll(() => limited.close())
+
+	const operation = (path: string, method: string): Operation => ({ path, method, operation: document.paths[path][method], where: `${method} ${path}` })
+	const from = (ip: string) => ({ 'x-forwarded-for': ip })
+
+	test('the /auth budget: the next login is a declared 429 with Retry-After and the RateLimit headers', async () => {
+		const login = operation('/api/auth/login', 'post')
+		const statuses = []
+		for (let i = 0; i < 3; i++) {
+			const res = await limited.call('POST', '/api/auth/login', { json: { email: uniqueEmail('budget'), password: PASSWORD }, headers: from('203.0.113.1') })
+			expectDeclared(login, res, `login ${i + 1}`)
+			statuses.push(res.status)
+			if (res.status === 429) {
+				expect(res.body.type).toBe(`${PROBLEM_BASE}rate-limited`)
+				expect(res.headers.get('ratelimit-limit')).toBe('2')
+				expect(res.headers.get('ratelimit-remaining')).toBe('0')
+			}
+		}
+		expect(statuses).toEqual([401, 401, 429])
+	})
+
+	test('the general budget: the key set is budgeted too, and its 429 is declared with the same headers', async () => {
+		for (const path of ['/.well-known/jwks.json', '/api/.well-known/jwks.json']) {
+			const jwks = operation(path, 'get')
+			const ip = path.startsWith('/api') ? '203.0.113.3' : '203.0.113.2'
+			const statuses = []
+			for (let i = 0; i < 4; i++) {
+				const res = await limited.call('GET', path, { headers: from(ip) })
+				expectDeclared(jwks, res, `key set ${i + 1}`)
+				statuses.push(res.status)
+				if (res.status === 200) expect(res.headers.get('cache-control')).toBe('public, max-age=300')
+				else expect(res.headers.get('cache-control')).toBe('no-store')
+			}
+			expect(statuses).toEqual([200, 200, 200, 429])
+		}
+	})
+
+	test('the probes count against no budget and declare no RateLimit headers', async () => {
+		for (const path of ['/api/health', '/api/health/ready']) {
+			const probe = operation(path, 'get')
+			expect(Object.keys(probe.operation.responses['200'].headers).filter((name) => name.startsWith('RateLimit'))).toEqual([])
+			expect(probe.operation.responses['429']).toBeUndefined()
+			for (let i = 0; i < 5; i++) {
+				const res = await limited.call('GET', path, { headers: from('203.0.113.4') })
+				expectDeclared(probe, res, `probe ${i + 1}`)
+				expect(res.status).toBe(200)
+				expect(res.headers.get('ratelimit-limit')).toBeNull()
+			}
+		}
+	})
+})
+
+describe('an unreachable database, as the document declares it', () => {
+	/** A port on which nothing listens: bind one, note it, close it. */
+	function closedPort(): number {
+		const listener = Bun.listen({ hostname: '127.0.0.1', port: 0, socket: { data() {} } })
+		const { port } = listener
+		listener.stop(true)
+		return port
+	}
+
+	test('every operation that declares 503 answers it with Retry-After; the others still answer', async () => {
+		// Callers signed up while the database answered; their tokens verify in the other app (the same JWT_SECRET).
+		const callers = new Map<string, Account>()
+		for (const op of operations()) callers.set(op.where, await signUpAdmin(t))
+		const handle = await openDatabase({ kind: 'postgres', url: `postgres://postgres@127.0.0.1:${closedPort()}/none`, poolMax: 2 })
+		const down = await startTestApp(BUDGETS, { handle, drop: () => handle.close() })
+		try {
+			for (const op of operations()) {
+				const res = await send(down, op, (caller) => ({ options: { json: validBody(op, caller) } }), callers.get(op.where))
+				expectDeclared(op, res, 'database down')
+				if (op.operation.responses['503']) {
+					expect({ where: op.where, status: res.status }).toEqual({ where: op.where, status: 503 })
+					expect(res.headers.get('retry-after')).toBe('5')
+				} else expect({ where: op.where, status: res.status }).toEqual({ where: op.where, status: 200 })
+			}
+		} finally {
+			await down.close()
+		}
+	})
+})

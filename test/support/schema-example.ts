@@ -1,0 +1,13 @@
+// A JSON Schema from the served document: free-form JSON, walked member by member.
+type Json = Record<string, any>
+
+/** A value built from a schema's examples: enough for a request body to get past validation. */
+export function exampleOf(schema: Json): unknown {
+	if (schema.examples?.length) return schema.examples[0]
+	if (schema.type === 'object')
+		return Object.fromEntries((schema.required ?? []).map((name: string) => [name, exampleOf(schema.properties?.[name] ?? {})]))
+	if (schema.anyOf?.length) return exampleOf(schema.anyOf[0])
+	if (schema.enum?.length) return schema.enum[0]
+	if (schema.const !== undefined) return schema.const
+	return schema.type === 'integer' || schema.type === 'number' ? 1 : 'example'
+}
