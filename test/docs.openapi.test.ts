@@ -144,6 +144,22 @@ describe('what the document says the server enforces', () => {
 		expect(document.paths['/api/auth/logout'].post.requestBody.required).toBe(false)
 	})
 
+	test('gives every literal of the contract as an enum, and keeps always-null members where generated clients see them', () => {
+		const schemas = JSON.stringify({ paths: document.paths, schemas: document.components.schemas })
+		expect(schemas).not.toContain('"const"')
+		const users = document.paths['/api/users'].get
+		const query = Object.fromEntries(users.parameters.map((parameter: Json) => [parameter.name, parameter.schema.enum]))
+		expect(query).toMatchObject({ sort: ['createdAt', '-createdAt', 'email', '-email'], role: ['user', 'admin'], status: ['active', 'deactivated'] })
+		const logout = document.paths['/api/auth/logout'].post
+		expect(logout.requestBody.content['application/json'].schema.properties.scope.enum).toEqual(['local', 'others', 'global'])
+		const audit = document.paths['/api/audit-events'].get.parameters.find((parameter: Json) => parameter.name === 'type')
+		expect(audit.schema.enum).toContain('user.signed-up')
+		for (const type of audit.schema.enum) expect(type).toMatch(/^[a-z.-]+$/)
+		// openapi-fetch drops members typed exactly null (openapi-typescript PR #2825): `data` must not be one.
+		expect(document.components.schemas.Problem.properties.data).toEqual({ description: expect.any(String), examples: [null] })
+		expect(logout.responses['200'].content['application/json'].schema.properties.data.type).toBeUndefined()
+	})
+
 	test('declares every status the plugins in front of the routes answer', () => {
 		for (const { path, method, operation } of operations()) {
 			const statuses = Object.keys(operation.responses)

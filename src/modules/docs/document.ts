@@ -290,14 +290,32 @@ function cleanSchema(schema: Json): Json {
 	if (Array.isArray(anyOf) && anyOf.length === 2 && anyOf[0]?.type === 'string' && ['integer', 'numeric'].includes(anyOf[0]?.format))
 		return cleanSchema(anyOf[1])
 	const { error: _error, 'x-pattern-error': _patternError, ...rest } = schema
+	// A union of string literals (TypeBox writes `anyOf` of `const`s) is an `enum`, which every generator reads.
+	const literals = Array.isArray(anyOf) ? anyOf.map((member: Json) => member?.const) : typeof rest.const === 'string' ? [rest.const] : []
+	if (literals.length > 0 && literals.every((literal: unknown) => typeof literal === 'string')) {
+		const { anyOf: _members, const: _literal, type: _type, ...annotations } = rest
+		return { ...annotations, type: 'string', enum: literals }
+	}
 	const cleaned: Json = { ...rest }
 	for (const key of ['items', 'not', 'additionalProperties'])
 		if (typeof cleaned[key] === 'object' && cleaned[key] !== null) cleaned[key] = cleanSchema(cleaned[key])
 	for (const key of ['anyOf', 'oneOf', 'allOf']) if (Array.isArray(cleaned[key])) cleaned[key] = cleaned[key].map(cleanSchema)
 	for (const key of ['properties', 'patternProperties'])
-		if (cleaned[key]) cleaned[key] = Object.fromEntries(Object.entries(cleaned[key] as Json).map(([name, value]) => [name, cleanSchema(value)]))
+		if (cleaned[key])
+			cleaned[key] = Object.fromEntries(Object.entries(cleaned[key] as Json).map(([name, value]) => [name, value?.type === 'null' ? alwaysNull(value) : cleanSchema(value)]))
 	return cleaned
 }
+
+/**
+ * A member that is always `null` (a problem's `data`, logout's), declared without `type: null`: openapi-fetch
+ * drops members typed exactly `null` from the types it derives (openapi-ts/openapi-typescript PR #2825), and
+ * generated clients would then lose the envelope's `data`. They see `unknown`, which the value satisfies.
+ */
+const alwaysNull = ({ type: _type, description, ...rest }: Json): Json => ({
+	...rest,
+	description: description ?? 'Always `null`.',
+	examples: [null],
+})
 
 const isOptional = (schema: unknown) => typeof schema === 'object' && schema !== null && OptionalKind in schema
 
