@@ -3,7 +3,7 @@ import { parseArgs } from 'node:util'
 import packageJson from '../package.json'
 import { createApp } from './app'
 import { ConfigError, EnvSchema, loadConfig, type Config } from './config/env'
-import { openDatabase } from './db/client'
+import { compilePgliteWasm, openDatabase } from './db/client'
 import { migrate } from './db/migrate'
 import { createLogger, type Logger } from './log'
 import { KeyConfigError, loadTokenKeys, type TokenKeys } from './modules/auth/keys'
@@ -63,6 +63,7 @@ async function main(argv: string[]): Promise<number> {
 		return EXIT.failure
 	}
 	const log = createLogger(config.logLevel)
+	if (config.database.kind === 'pglite') void compilePgliteWasm()
 	if (command === 'migrate') return runMigrations(config, log)
 	if (command === 'admin create') {
 		if (!values.email) {

@@ -5,6 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { readdirSync } from 'node:fs'
+import { join } from 'node:path'
 import packageJson from '../package.json'
 import { bareEnv as bareEnvIn, binaryFolder, jsonPost as json, startBinary, type BinaryFolder } from './support/binary'
 import { createTestDatabase, TEST_DATABASE_URL, type TestDatabase } from './support/database'
@@ -59,6 +60,9 @@ describe('the compiled binary', () => {
 			const me = await fetch(`${server.base}/api/users/me`, { headers: { authorization: `Bearer ${accessToken}` } })
 			expect(((await me.json()) as { data: { email: string } }).data.email).toBe(email)
 			expect(server.output()).toContain('embedded PostgreSQL (PGlite) in ./data')
+			// The first start unpacked the migrated database embedded at build time: nothing was left to migrate.
+			expect(server.output()).not.toContain('migrations applied')
+			expect(readdirSync(join(folder, 'data'))).toContain('PG_VERSION')
 		} finally {
 			server.process.kill('SIGTERM')
 		}

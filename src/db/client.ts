@@ -14,6 +14,7 @@ import pgTrgmBundlePath from '../../node_modules/@electric-sql/pglite/dist/pg_tr
 import { pathToFileURL } from 'node:url'
 import type { Config } from '../config/env'
 import * as schema from './schema'
+import { unpackSnapshotIfEmpty } from './snapshot'
 
 /** The one Drizzle handle type; both drivers produce it. */
 export type Database = PgDatabase<PgQueryResultHKT, typeof schema>
@@ -28,7 +29,11 @@ export interface DatabaseHandle {
 }
 
 let wasmModules: Promise<[WebAssembly.Module, WebAssembly.Module]> | undefined
-const compilePgliteWasm = () =>
+/**
+ * Compiles PGlite's WebAssembly (about 0.4 s, on other threads) once per process. Called as soon as the
+ * configuration says the embedded database will be used, so that it overlaps the rest of the start.
+ */
+export const compilePgliteWasm = () =>
 	(wasmModules ??= Promise.all([
 		Bun.file(pgliteWasmPath).arrayBuffer().then((bytes) => WebAssembly.compile(bytes)),
 		Bun.file(initdbWasmPath).arrayBuffer().then((bytes) => WebAssembly.compile(bytes)),
@@ -43,6 +48,19 @@ async function pgTrgmBundleOnDisk(): Promise<string> {
 	const target = join(tmpdir(), `latchkey-pg_trgm-${new Bun.CryptoHasher('sha256').update(bytes).digest('hex').slice(0, 16)}.tar.gz`)
 	if (!(await Bun.file(target).exists())) await Bun.write(target, bytes)
 	return target
+}
+
+/** An embedded PostgreSQL in `dataDir` (`memory://` for none), with pg_trgm. */
+export async function createPglite(dataDir: string): Promise<PGlite> {
+	const [pgliteWasmModule, initdbWasmModule] = await compilePgliteWasm()
+	return PGlite.create({
+		dataDir,
+		// pg_trgm (trigram indexes for the `q` search), from the embedded bundle rather than a path beside the module.
+		extensions: { pg_trgm: { name: 'pg_trgm', setup: async () => ({ bundlePath: pathToFileURL(await pgTrgmBundleOnDisk()) }) } },
+		pgliteWasmModule,
+		initdbWasmModule,
+		fsBundle: Bun.file(fsBundlePath),
+	})
 }
 
 export async function openDatabase(config: Config['database']): Promise<DatabaseHandle> {
@@ -73,15 +91,12 @@ export async function openDatabase(config: Config['database']): Promise<Database
 	}
 	const inMemory = config.dataDir.startsWith('memory://')
 	if (!inMemory) mkdirSync(config.dataDir, { recursive: true })
-	const [pgliteWasmModule, initdbWasmModule] = await compilePgliteWasm()
-	const client = await PGlite.create({
-		dataDir: config.dataDir,
-		// pg_trgm (trigram indexes for the `q` search), from the embedded bundle rather than a path beside the module.
-		extensions: { pg_trgm: { name: 'pg_trgm', setup: async () => ({ bundlePath: pathToFileURL(await pgTrgmBundleOnDisk()) }) } },
-		pgliteWasmModule,
-		initdbWasmModule,
-		fsBundle: Bun.file(fsBundlePath),
-	})
+	// The WebAssembly compiles on other threads meanwhile (index.ts may have started it already).
+	const compiling = compilePgliteWasm()
+	// A first start unpacks the migrated database made at build time instead of running initdb and every migration.
+	if (!inMemory) await unpackSnapshotIfEmpty(config.dataDir)
+	await compiling
+	const client = await createPglite(config.dataDir)
 	const db = drizzlePglite({ client, schema }) as unknown as Database
 	return {
 		db,

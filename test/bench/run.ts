@@ -17,6 +17,7 @@ import { parseArgs } from 'node:util'
 import postgres from 'postgres'
 import { prepareDatabase, rowNearEnd, SEED_PASSWORD } from './database'
 import { cpuSeconds, rssMiB, RssWatch } from './proc'
+import { measureStartups, type StartupFigures } from './startup'
 import type { BenchSession, LoadResult, LoadSpec, Workload } from './workload'
 
 const ROOT = join(import.meta.dir, '..', '..')
@@ -364,6 +365,10 @@ async function main() {
 		if (build.exitCode !== 0) throw new Error(`build failed: ${build.stderr.toString()}`)
 	}
 
+	log('measuring start-up on the embedded database')
+	const embeddedStartup = await measureStartups(5, await freePort())
+	log(`binary: first start ${embeddedStartup.binaryFirstMs} ms, restart ${embeddedStartup.binaryRestartMs} ms`)
+
 	log(`preparing database ${args.database} with ${USERS} users`)
 	const database = await prepareDatabase(args.server, args.database, USERS, args.reseed)
 	log(database.seeded === 'created' ? `seeded in ${database.seedSeconds.toFixed(0)} s` : 'reused the existing seed')
@@ -373,7 +378,7 @@ async function main() {
 	log(`one verify ${hashing.verifyMs.toFixed(1)} ms → limit ${hashing.limitPerSecond.toFixed(1)} logins/s`)
 
 	const rows: Row[] = []
-	const extra: Record<string, unknown> = {}
+	const extra: Record<string, unknown> = { embeddedStartup }
 	// Sessions live in PostgreSQL and tokens are signed with one fixed secret, so they outlast a restart.
 	let readSessions: BenchSession[] = []
 	const service = await startService(database.url, '1')
@@ -589,6 +594,11 @@ function printTable(report: { extra: Record<string, unknown>; options: { users: 
 			`rounds 3–4 vs 1–2: ${f(memory.growthMiB as number, 1)} MiB (${memory.leakFree ? 'no leak' : 'GROWING'})`,
 	)
 	console.log(`startup: spawn → readiness 200 in ${report.extra.startupMs} ms (PostgreSQL, schema up to date; polled every 50 ms)`)
+	const embedded = report.extra.embeddedStartup as StartupFigures
+	console.log(
+		`startup on the embedded database (median of ${embedded.runs}; polled every 10 ms): binary first start on an empty DATA_DIR ` +
+			`${embedded.binaryFirstMs} ms, restart ${embedded.binaryRestartMs} ms · bun run start: first ${embedded.sourceFirstMs} ms, restart ${embedded.sourceRestartMs} ms`,
+	)
 	const plan = report.extra.searchPlan as string[] | undefined
 	if (plan) console.log(`q-filtered page plan: ${plan[0]?.trim()} … ${plan.find((line) => /Filter|Scan/.test(line))?.trim()} · ${plan.at(-1)?.trim()}`)
 }

@@ -120,10 +120,10 @@ type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K>
 
 /**
  * From source the worker script sits beside this file. In the compiled binary it is a second entry
- * point (package.json "build"), embedded under the bundle's root, src/, where Bun resolves it by that path.
+ * point (package.json "build"), embedded under the bundle's root (`--root .`), where Bun resolves it by that path.
  */
 const WORKER_SCRIPT = isCompiledBinary
-	? './modules/auth/hash-worker.ts'
+	? './src/modules/auth/hash-worker.ts'
 	: new URL('./hash-worker.ts', import.meta.url).href
 
 let pool: HashingPool | undefined
