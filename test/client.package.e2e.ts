@@ -40,7 +40,8 @@ beforeAll(async () => {
 	frontend = mkdtempSync(join(tmpdir(), 'latchkey-frontend-'))
 	cpSync(join(import.meta.dir, 'frontend'), frontend, { recursive: true })
 	await Bun.write(join(frontend, 'package.json'), JSON.stringify({ name: 'a-frontend', private: true, type: 'module' }))
-	const [packed] = JSON.parse(run(['npm', 'pack', '--json', join(ROOT, 'dist', 'client'), '--pack-destination', frontend], frontend)) as { filename: string }[]
+	// As the README says it, from the repository: `npm pack ./dist/client`.
+	const [packed] = JSON.parse(run(['npm', 'pack', '--json', './dist/client', '--pack-destination', frontend], ROOT)) as { filename: string }[]
 	const tarball = packed?.filename ?? 'no tarball'
 	run(['npm', 'install', `./${tarball}`, `openapi-fetch@${packageJson.devDependencies['openapi-fetch']}`], frontend)
 

@@ -1,6 +1,6 @@
 /**
  * `bun run build:client`: writes the npm package @latchkey/client to dist/client
- * (`npm pack dist/client` makes the tarball; publishing is the operator's step).
+ * (`npm pack ./dist/client` makes the tarball; publishing is the operator's step).
  *
  * It holds the Eden Treaty wrapper as JavaScript and its declarations, with the
  * `Routes` type written out in full by the TypeScript compiler itself, so that a
@@ -9,7 +9,7 @@
  * peer dependencies, at the ranges the server itself is built with.
  */
 import { mkdir, rm } from 'node:fs/promises'
-import { dirname, join, resolve } from 'node:path'
+import { dirname, join, relative, resolve } from 'node:path'
 import ts from 'typescript'
 import serverPackage from '../../package.json'
 
@@ -150,5 +150,5 @@ use the client of the server version you call. See the server's README, "For fro
 
 if (import.meta.main) {
 	const outDir = await buildClientPackage()
-	console.log(`${CLIENT_PACKAGE_NAME} written to ${outDir}; \`npm pack ${outDir}\` makes the tarball`)
+	console.log(`${CLIENT_PACKAGE_NAME} written to ${outDir}; \`npm pack ./${relative(process.cwd(), outDir)}\` makes the tarball`)
 }
