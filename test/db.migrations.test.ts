@@ -36,7 +36,7 @@ describe('migrations', () => {
 		try {
 			// A trail written before 0008: forget that 0008 ran, store the old names, migrate again.
 			const last = bundledMigrations().find((migration) => migration.tag === '0008_audit_event_names')
-			await db.execute(sql`delete from drizzle.__drizzle_migrations where created_at >= ${last?.createdAt}`)
+			await db.execute(sql`delete from drizzle.__drizzle_migrations where created_at = ${last?.createdAt}`)
 			const stored = [
 				['user.signed_up', {}],
 				['token.reuse_detected', { sessionId: 'x' }],

@@ -99,6 +99,30 @@ export const EnvSchema = T.Object({
 		{ default: 'info', description: 'least severe level written' },
 	),
 	SHUTDOWN_TIMEOUT_SECONDS: positive(10, 'how long in-flight requests may run after SIGTERM'),
+	APP_URL: T.Optional(
+		T.String({ pattern: '^https?://[^\\s]+$', description: "the frontend's public URL, for links in mail (default http://localhost:5173 except in production)" }),
+	),
+	APP_NAME: T.String({ minLength: 1, maxLength: 100, default: 'Latchkey', description: 'the name in mails' }),
+	EMAIL_VERIFY_URL: T.Optional(T.String({ pattern: '^https?://[^\\s#]+$', description: 'the page that takes a verification token (default {APP_URL}/verify-email)' })),
+	PASSWORD_RESET_URL: T.Optional(T.String({ pattern: '^https?://[^\\s#]+$', description: 'the page that takes a recovery token (default {APP_URL}/reset-password)' })),
+	SMTP_URL: T.Optional(
+		T.String({
+			pattern: '^smtps?://',
+			description:
+				'`smtp://user:pass@host:587` (STARTTLS, required when credentials are given) or `smtps://…:465` (implicit TLS); unset: mail goes to the log in development and the mail routes answer 503 in production',
+		}),
+	),
+	MAIL_FROM: T.Optional(T.String({ minLength: 3, description: 'the sender, `Name <address>` or an address (default `APP_NAME <no-reply@host of APP_URL>`)' })),
+	MAIL_TEMPLATES_DIR: T.Optional(T.String({ minLength: 1, description: 'folder of mustache templates that replace the built-in ones (`<kind>.subject`, `.text`, `.html`)' })),
+	EMAIL_VERIFICATION: T.Union([T.Literal('off'), T.Literal('optional'), T.Literal('required')], {
+		default: 'optional',
+		description: '`off`, `optional` (a verification mail at sign-up, login allowed), `required` (login refused until verified)',
+	}),
+	MAIL_RESEND_SECONDS: zeroOrMore(60, 'least interval between two mails of a kind to one address (`0`: no limit)'),
+	EMAIL_VERIFICATION_TTL_SECONDS: positive(86_400, 'lifetime of verification and email-change tokens and codes'),
+	RECOVERY_TTL_SECONDS: positive(3_600, 'lifetime of recovery tokens and codes'),
+	JOB_POLL_SECONDS: positive(1, 'how often each instance looks for due background jobs (mail) queued by another'),
+	JOB_RETRY_SECONDS: positive(10, 'delay before the first retry of a failed job; each next one doubles, up to an hour, for at least 24 hours'),
 	LATCHKEY_ADMIN_EMAIL: T.Optional(T.String({ description: 'first admin, created on start if no admin exists' })),
 	LATCHKEY_ADMIN_PASSWORD: T.Optional(T.String({ description: 'password of that first admin' })),
 })
@@ -113,7 +137,7 @@ export class ConfigError extends Error {
 	}
 }
 
-const SECRET_NAMES = new Set(['METRICS_TOKEN', 'JWT_SECRET', 'JWT_PRIVATE_KEY', 'JWT_PREVIOUS_PUBLIC_KEYS', 'JWT_PREVIOUS_SECRET', 'LATCHKEY_ADMIN_PASSWORD', 'DATABASE_URL', 'REDIS_URL'])
+const SECRET_NAMES = new Set(['METRICS_TOKEN', 'JWT_SECRET', 'JWT_PRIVATE_KEY', 'JWT_PREVIOUS_PUBLIC_KEYS', 'JWT_PREVIOUS_SECRET', 'LATCHKEY_ADMIN_PASSWORD', 'DATABASE_URL', 'REDIS_URL', 'SMTP_URL'])
 
 /** What a schema expects, in words, for the start-up error line. */
 function expectation(schema: TSchema): string {
@@ -200,6 +224,10 @@ function crossCheck(env: Env): string[] {
 	}
 	if ((env.LATCHKEY_ADMIN_EMAIL === undefined) !== (env.LATCHKEY_ADMIN_PASSWORD === undefined))
 		problems.push('LATCHKEY_ADMIN_PASSWORD: LATCHKEY_ADMIN_EMAIL and LATCHKEY_ADMIN_PASSWORD go together')
+	if (production && env.EMAIL_VERIFICATION === 'required' && env.SMTP_URL === undefined)
+		problems.push('SMTP_URL: required when NODE_ENV=production and EMAIL_VERIFICATION=required (no one could verify an address)')
+	if (production && env.APP_URL === undefined && env.SMTP_URL !== undefined)
+		problems.push('APP_URL: required when NODE_ENV=production and SMTP_URL is set (links in mail point at the frontend)')
 	return problems
 }
 
@@ -265,9 +293,30 @@ function toConfig(env: Env) {
 		logLevel: env.LOG_LEVEL,
 		metrics: { enabled: env.METRICS_ENABLED || env.METRICS_TOKEN !== undefined, token: env.METRICS_TOKEN },
 		shutdownTimeoutSeconds: env.SHUTDOWN_TIMEOUT_SECONDS,
+		mail: mailConfig(env, production),
+		jobs: { pollSeconds: env.JOB_POLL_SECONDS, retrySeconds: env.JOB_RETRY_SECONDS },
 		bootstrapAdmin:
 			env.LATCHKEY_ADMIN_EMAIL && env.LATCHKEY_ADMIN_PASSWORD
 				? { email: env.LATCHKEY_ADMIN_EMAIL, password: env.LATCHKEY_ADMIN_PASSWORD }
 				: undefined,
+	}
+}
+
+function mailConfig(env: Env, production: boolean) {
+	const appUrl = (env.APP_URL ?? (production ? 'http://localhost' : 'http://localhost:5173')).replace(/\/+$/, '')
+	return {
+		appUrl,
+		appName: env.APP_NAME,
+		verifyUrl: env.EMAIL_VERIFY_URL ?? `${appUrl}/verify-email`,
+		resetUrl: env.PASSWORD_RESET_URL ?? `${appUrl}/reset-password`,
+		smtpUrl: env.SMTP_URL,
+		from: env.MAIL_FROM ?? `${JSON.stringify(env.APP_NAME)} <no-reply@${new URL(appUrl).hostname}>`,
+		templatesDir: env.MAIL_TEMPLATES_DIR,
+		verification: env.EMAIL_VERIFICATION,
+		resendSeconds: env.MAIL_RESEND_SECONDS,
+		verificationTtlSeconds: env.EMAIL_VERIFICATION_TTL_SECONDS,
+		recoveryTtlSeconds: env.RECOVERY_TTL_SECONDS,
+		/** Without SMTP in development and tests, each mail goes to the log instead. */
+		toLog: env.SMTP_URL === undefined && !production,
 	}
 }

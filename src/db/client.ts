@@ -146,3 +146,14 @@ export function sqlState(error: unknown): { code?: string; constraint?: string }
 	}
 	return {}
 }
+
+/**
+ * An error for the log without the SQL and parameters that Drizzle puts in its own message:
+ * its class, the SQLSTATE and the message of its deepest cause (the driver's, which has no SQL).
+ */
+export function loggableError(error: unknown) {
+	let deepest = error
+	while (deepest instanceof Error && deepest.cause instanceof Error) deepest = deepest.cause
+	const driverMessage = deepest !== error && deepest instanceof Error ? deepest.message : undefined
+	return { name: error instanceof Error ? error.name : typeof error, code: sqlState(error).code, message: driverMessage }
+}

@@ -9,6 +9,7 @@ import m0005 from '../../drizzle/0005_search_indexes.sql' with { type: 'text' }
 import m0006 from '../../drizzle/0006_credentials_version.sql' with { type: 'text' }
 import m0007 from '../../drizzle/0007_session_purge.sql' with { type: 'text' }
 import m0008 from '../../drizzle/0008_audit_event_names.sql' with { type: 'text' }
+import m0009 from '../../drizzle/0009_email_flows.sql' with { type: 'text' }
 import type { Database } from './client'
 
 /**
@@ -25,6 +26,7 @@ const MIGRATION_SQL: Record<string, string> = {
 	'0006_credentials_version': m0006,
 	'0007_session_purge': m0007,
 	'0008_audit_event_names': m0008,
+	'0009_email_flows': m0009,
 }
 
 export interface Migration {

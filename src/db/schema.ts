@@ -21,6 +21,10 @@ export const users = pgTable(
 		// Bumped by every change of what signs the user in (password, email, status), so that a login
 		// that verified against an older state cannot start a session after the change (compare-and-swap).
 		credentialsVersion: integer('credentials_version').notNull().default(0),
+		// When the current email was proved (a token or code from a mail to it); null: not proved.
+		emailVerifiedAt: timestamp('email_verified_at', { withTimezone: true, precision: 3 }),
+		// A user's own email change waits here until the new address confirms it.
+		pendingEmail: text('pending_email'),
 		...timestamps,
 		deactivatedAt: timestamp('deactivated_at', { withTimezone: true, precision: 3 }),
 	},
@@ -33,6 +37,7 @@ export const users = pgTable(
 		index('users_email_trgm_idx').using('gin', sql`${table.email} gin_trgm_ops`),
 		index('users_name_trgm_idx').using('gin', sql`${table.name} gin_trgm_ops`),
 		check('users_email_normalised', sql`${table.email} = lower(btrim(${table.email})) and ${table.email} <> ''`),
+		check('users_pending_email_normalised', sql`${table.pendingEmail} = lower(btrim(${table.pendingEmail})) and ${table.pendingEmail} <> ${table.email}`),
 		check('users_role_valid', sql`${table.role} in ('user', 'admin')`),
 		check('users_status_valid', sql`${table.status} in ('active', 'deactivated')`),
 		check(
@@ -115,6 +120,69 @@ export const auditEvents = pgTable(
 	],
 )
 
+/**
+ * One-time proofs sent by mail: a link token (≥ 256 bits) and a 6-digit code,
+ * both stored only as SHA-256 hashes. A row is live while neither used nor
+ * voided nor expired; a new one of a purpose for a user voids the older ones.
+ */
+export const emailTokens = pgTable(
+	'email_tokens',
+	{
+		id: uuid('id').primaryKey(),
+		userId: uuid('user_id')
+			.notNull()
+			.references(() => users.id),
+		purpose: text('purpose', { enum: ['verification', 'recovery', 'email-change'] }).notNull(),
+		// The address the mail went to: the account's email, or for a change the new one.
+		email: text('email').notNull(),
+		tokenHash: text('token_hash').notNull(),
+		codeHash: text('code_hash').notNull(),
+		codeAttempts: integer('code_attempts').notNull().default(0),
+		createdAt: timestamp('created_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
+		expiresAt: timestamp('expires_at', { withTimezone: true, precision: 3 }).notNull(),
+		usedAt: timestamp('used_at', { withTimezone: true, precision: 3 }),
+		voidedAt: timestamp('voided_at', { withTimezone: true, precision: 3 }),
+	},
+	(table) => [
+		uniqueIndex('email_tokens_token_hash_key').on(table.tokenHash),
+		index('email_tokens_user_purpose_idx').on(table.userId, table.purpose),
+		index('email_tokens_email_idx').on(table.email, table.purpose),
+		check('email_tokens_purpose_valid', sql`${table.purpose} in ('verification', 'recovery', 'email-change')`),
+	],
+)
+
+/**
+ * The service's one background-job queue (mail now, webhooks next). Workers on
+ * every instance claim due jobs with FOR UPDATE SKIP LOCKED and hold a lease
+ * while they run one; a job whose worker died is claimed again when its lease
+ * ends. A finished job keeps no payload (a mail's payload holds its link).
+ */
+export const jobs = pgTable(
+	'jobs',
+	{
+		id: uuid('id').primaryKey(),
+		queue: text('queue').notNull(),
+		payload: jsonb('payload').$type<Record<string, unknown>>(),
+		// Jobs that must not repeat within an interval (one mail of a kind per address) share a key.
+		throttleKey: text('throttle_key'),
+		createdAt: timestamp('created_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
+		runAt: timestamp('run_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
+		attempts: integer('attempts').notNull().default(0),
+		lockedUntil: timestamp('locked_until', { withTimezone: true, precision: 3 }),
+		lastError: text('last_error'),
+		finishedAt: timestamp('finished_at', { withTimezone: true, precision: 3 }),
+		outcome: text('outcome', { enum: ['done', 'failed'] }),
+	},
+	(table) => [
+		index('jobs_due_idx').on(table.runAt).where(sql`${table.finishedAt} is null`),
+		index('jobs_throttle_idx').on(table.throttleKey, table.createdAt),
+		index('jobs_finished_idx').on(table.finishedAt),
+		check('jobs_outcome_valid', sql`(${table.outcome} is null) = (${table.finishedAt} is null)`),
+	],
+)
+
 export type UserRow = typeof users.$inferSelect
 export type SessionRow = typeof sessions.$inferSelect
 export type AuditEventRow = typeof auditEvents.$inferSelect
+export type EmailTokenRow = typeof emailTokens.$inferSelect
+export type JobRow = typeof jobs.$inferSelect

@@ -1,0 +1,171 @@
+import { Elysia } from 'elysia'
+import { loggableError, type Database } from '../db/client'
+import type { Logger } from '../log'
+import { claimDueJobs, failJob, finishJob, purgeFinishedJobs, type ClaimedJob } from './queue'
+
+export type JobHandler = (payload: Record<string, unknown>, job: ClaimedJob) => Promise<void>
+
+/** A failure that no retry can mend (a payload this version cannot read): the job is given up at once. */
+export class PermanentJobError extends Error {}
+
+export interface JobWorkerOptions {
+	db: Database
+	log: Logger
+	handlers: Record<string, JobHandler>
+	/** How often to look for jobs queued by other instances (this one's own are run at once, see `wake`). */
+	pollSeconds: number
+	/** The first retry's delay; each next one doubles, up to `maxDelaySeconds`. */
+	retrySeconds: number
+	/** Jobs run at once by this instance. */
+	concurrency?: number
+	/** How long a claim holds; longer than any job may take (an SMTP send is bounded well below it). */
+	leaseSeconds?: number
+	/** A job keeps being retried until it is this old. */
+	retryForSeconds?: number
+	maxDelaySeconds?: number
+	/** Finished jobs are kept this long (they also carry the resend limits). */
+	retentionSeconds?: number
+}
+
+export const RETRY_FOR_SECONDS = 25 * 3600
+
+/** The delay before the attempt after `attempts` failed ones, or undefined once the job has been tried long enough. */
+export function retryDelaySeconds(attempts: number, ageSeconds: number, { retrySeconds, maxDelaySeconds = 3600, retryForSeconds = RETRY_FOR_SECONDS }: Pick<JobWorkerOptions, 'retrySeconds' | 'maxDelaySeconds' | 'retryForSeconds'>) {
+	if (ageSeconds >= retryForSeconds) return undefined
+	return Math.min(retrySeconds * 2 ** Math.max(0, attempts - 1), maxDelaySeconds)
+}
+
+/**
+ * Runs the jobs of the `jobs` table: mail now, webhooks next. Every instance runs one; they share the
+ * work through `claimDueJobs` (each job is run by one of them at a time). A job queued here is run at
+ * once (`wake`); one queued elsewhere within `pollSeconds`. A failed job is retried at growing delays
+ * for `retryForSeconds`; a job whose worker died is claimed again when its lease ends.
+ */
+export class JobWorker {
+	private readonly running = new Set<Promise<void>>()
+	private timer: Timer | undefined
+	private started = false
+	private claiming: Promise<void> | undefined
+	private claimAgain = false
+	private lastPurge = 0
+
+	constructor(private readonly options: JobWorkerOptions) {}
+
+	start() {
+		if (this.started) return
+		this.started = true
+		this.schedule()
+		this.wake()
+	}
+
+	/** Stops claiming; resolves once the jobs in progress have ended. */
+	async stop() {
+		this.started = false
+		clearTimeout(this.timer)
+		await this.claiming
+		await Promise.allSettled([...this.running])
+	}
+
+	/** Looks for due jobs now (after this instance queued one). Does nothing while stopped. */
+	wake() {
+		if (!this.started) return
+		if (this.claiming) {
+			this.claimAgain = true
+			return
+		}
+		this.claiming = this.claimAndRun().finally(() => {
+			this.claiming = undefined
+			if (this.claimAgain) {
+				this.claimAgain = false
+				this.wake()
+			}
+		})
+	}
+
+	/** Resolves when no job is due or running (for tests and the benchmark). */
+	async idle(timeoutMs = 30_000) {
+		const deadline = Date.now() + timeoutMs
+		while (this.claiming || this.running.size > 0) {
+			if (Date.now() > deadline) throw new Error('jobs still running')
+			// Never a settled value in the race: it would spin on microtasks and starve the sockets the jobs wait on.
+			const inFlight = this.claiming ? [this.claiming, ...this.running] : [...this.running]
+			await Promise.race([...inFlight, Bun.sleep(5)])
+		}
+	}
+
+	private schedule() {
+		this.timer = setTimeout(() => {
+			if (!this.started) return
+			this.wake()
+			void this.purgeNowAndThen()
+			this.schedule()
+		}, this.options.pollSeconds * 1000)
+		this.timer.unref()
+	}
+
+	private async claimAndRun() {
+		const { db, log, concurrency = 4, leaseSeconds = 120 } = this.options
+		try {
+			while (this.started) {
+				const free = concurrency - this.running.size
+				if (free <= 0) return
+				const claimed = await claimDueJobs(db, free, leaseSeconds)
+				for (const job of claimed) this.track(job)
+				if (claimed.length < free) return
+			}
+		} catch (error) {
+			if (this.started) log.warn({ error: loggableError(error) }, 'could not claim jobs; trying again at the next poll')
+		}
+	}
+
+	private track(job: ClaimedJob) {
+		const run = this.run(job).finally(() => {
+			this.running.delete(run)
+			// A slot is free: there may be more due.
+			this.wake()
+		})
+		this.running.add(run)
+	}
+
+	private async run(job: ClaimedJob) {
+		const { db, log, handlers } = this.options
+		const handler = handlers[job.queue]
+		try {
+			if (!handler || !job.payload) throw new PermanentJobError(`no handler for queue ${job.queue}`)
+			await handler(job.payload, job)
+			await finishJob(db, job.id)
+			log.debug({ jobId: job.id, queue: job.queue, attempts: job.attempts }, 'job done')
+		} catch (error) {
+			const reason = error instanceof Error && error.name !== 'Error' ? error.name : 'failed'
+			const message = error instanceof JobFailure || error instanceof PermanentJobError ? error.message : reason
+			const ageSeconds = (Date.now() - job.createdAt.getTime()) / 1000
+			const delay = error instanceof PermanentJobError ? undefined : retryDelaySeconds(job.attempts, ageSeconds, this.options)
+			const fields = { jobId: job.id, queue: job.queue, attempts: job.attempts, error: message }
+			if (delay === undefined) log.error(fields, 'job failed for good')
+			else log.warn({ ...fields, retryInSeconds: delay }, 'job failed; retrying later')
+			// If this write fails too, the lease ends and the job is claimed again.
+			await failJob(db, job.id, message.slice(0, 200), delay).catch(() => {})
+		}
+	}
+
+	private async purgeNowAndThen() {
+		if (Date.now() - this.lastPurge < 600_000) return
+		this.lastPurge = Date.now()
+		try {
+			const retention = this.options.retentionSeconds ?? 7 * 86_400
+			while ((await purgeFinishedJobs(this.options.db, retention)) > 0 && this.started) {}
+		} catch (error) {
+			this.options.log.warn({ error: loggableError(error) }, 'purge of finished jobs failed; retrying later')
+		}
+	}
+}
+
+/** A handler's failure with a message safe to log and store (no address, no SMTP dialogue). */
+export class JobFailure extends Error {}
+
+/** The worker as a plugin: started and stopped with the server; `app.decorator.jobs` for tests and shutdown. */
+export const jobWorker = (worker: JobWorker) =>
+	new Elysia({ name: 'job-worker' })
+		.decorate('jobs', worker)
+		.onStart(() => worker.start())
+		.onStop(() => worker.stop())

@@ -1,0 +1,149 @@
+import { readFileSync, existsSync } from 'node:fs'
+import { join } from 'node:path'
+import Mustache from 'mustache'
+
+/** The mails the service sends; each has a subject, a plain-text and an HTML template. */
+export const MAIL_KINDS = ['verification', 'recovery', 'email-change', 'email-change-notice'] as const
+export type MailKind = (typeof MAIL_KINDS)[number]
+
+const PARTS = ['subject', 'text', 'html'] as const
+type Part = (typeof PARTS)[number]
+
+/** What every template may use. Values are escaped in HTML; subject and text take them as they are. */
+export interface MailView {
+	appName: string
+	/** The address the mail goes to. */
+	email: string
+	name: string
+	/** The frontend page with the token in its fragment (verification, recovery, email change). */
+	link?: string
+	/** The 6-digit code, for typing in instead of following the link. */
+	code?: string
+	/** How long the link and code stay valid, in words ("1 hour"). */
+	validFor?: string
+	/** For the change notice: the address the account is moving to. */
+	newEmail?: string
+}
+
+export interface RenderedMail {
+	subject: string
+	text: string
+	html: string
+}
+
+const htmlPage = (body: string) => `<!doctype html>
+<html><body style="font-family: sans-serif; line-height: 1.5; color: #222; max-width: 36em">
+${body}
+<p style="color: #777; font-size: 0.9em">{{appName}}</p>
+</body></html>
+`
+
+const codeBlock = `<p>Or enter this code: <strong style="font-size: 1.4em; letter-spacing: 0.15em">{{code}}</strong></p>
+<p>The link and the code are valid for {{validFor}} and work once.</p>`
+
+const BUILT_IN: Record<MailKind, Record<Part, string>> = {
+	verification: {
+		subject: 'Confirm your email address for {{appName}}',
+		text: `Hello{{#name}} {{name}}{{/name}},
+
+please confirm that {{email}} is your email address by opening this link:
+
+{{link}}
+
+Or enter this code: {{code}}
+
+The link and the code are valid for {{validFor}} and work once. If you did not sign up for {{appName}}, ignore this mail.
+`,
+		html: htmlPage(`<p>Hello{{#name}} {{name}}{{/name}},</p>
+<p>please confirm that {{email}} is your email address:</p>
+<p><a href="{{link}}">Confirm my email address</a></p>
+${codeBlock}
+<p>If you did not sign up for {{appName}}, ignore this mail.</p>`),
+	},
+	recovery: {
+		subject: 'Reset your {{appName}} password',
+		text: `Hello{{#name}} {{name}}{{/name}},
+
+someone (we hope you) asked to reset the password of the {{appName}} account {{email}}. Choose a new password here:
+
+{{link}}
+
+Or enter this code: {{code}}
+
+The link and the code are valid for {{validFor}} and work once. If you did not ask for this, ignore this mail: your password stays as it is.
+`,
+		html: htmlPage(`<p>Hello{{#name}} {{name}}{{/name}},</p>
+<p>someone (we hope you) asked to reset the password of the {{appName}} account {{email}}.</p>
+<p><a href="{{link}}">Choose a new password</a></p>
+${codeBlock}
+<p>If you did not ask for this, ignore this mail: your password stays as it is.</p>`),
+	},
+	'email-change': {
+		subject: 'Confirm your new email address for {{appName}}',
+		text: `Hello{{#name}} {{name}}{{/name}},
+
+please confirm that {{email}} is the new email address of your {{appName}} account by opening this link:
+
+{{link}}
+
+Or enter this code: {{code}}
+
+The link and the code are valid for {{validFor}} and work once. Until then the account keeps its old address. If you did not ask for this, ignore this mail.
+`,
+		html: htmlPage(`<p>Hello{{#name}} {{name}}{{/name}},</p>
+<p>please confirm that {{email}} is the new email address of your {{appName}} account:</p>
+<p><a href="{{link}}">Confirm my new email address</a></p>
+${codeBlock}
+<p>Until then the account keeps its old address. If you did not ask for this, ignore this mail.</p>`),
+	},
+	'email-change-notice': {
+		subject: 'Your {{appName}} email address is being changed',
+		text: `Hello{{#name}} {{name}}{{/name}},
+
+someone signed in to your {{appName}} account ({{email}}) asked to change its email address to {{newEmail}}. The change happens once the new address confirms it.
+
+If this was not you, reset your password at once: recovery cancels the change.
+`,
+		html: htmlPage(`<p>Hello{{#name}} {{name}}{{/name}},</p>
+<p>someone signed in to your {{appName}} account ({{email}}) asked to change its email address to {{newEmail}}. The change happens once the new address confirms it.</p>
+<p>If this was not you, reset your password at once: recovery cancels the change.</p>`),
+	},
+}
+
+export class TemplateError extends Error {}
+
+/**
+ * The built-in templates, each replaced by a file `<kind>.<part>` (for example `recovery.html`) where
+ * MAIL_TEMPLATES_DIR has one. Mustache: `{{value}}` is HTML-escaped in the HTML part; subject and text
+ * are plain text and take values as they are. Every template is parsed at start, so a broken file stops
+ * the service then rather than a mail later.
+ */
+export class MailTemplates {
+	private readonly templates: Record<MailKind, Record<Part, string>>
+
+	constructor(templatesDir?: string) {
+		this.templates = structuredClone(BUILT_IN)
+		for (const kind of MAIL_KINDS)
+			for (const part of PARTS) {
+				if (templatesDir === undefined) continue
+				const file = join(templatesDir, `${kind}.${part}`)
+				if (existsSync(file)) this.templates[kind][part] = readFileSync(file, 'utf8')
+				try {
+					Mustache.parse(this.templates[kind][part])
+				} catch (error) {
+					throw new TemplateError(`MAIL_TEMPLATES_DIR: ${file}: ${(error as Error).message}`)
+				}
+			}
+	}
+
+	render(kind: MailKind, view: MailView): RenderedMail {
+		const plain = { escape: (value: unknown) => String(value) }
+		const { subject, text, html } = this.templates[kind]
+		return {
+			// A header is one line: a line break in a name must not start another header.
+			subject: Mustache.render(subject, view, {}, plain).replace(/[\r\n]+/g, ' ').trim(),
+			text: Mustache.render(text, view, {}, plain),
+			html: Mustache.render(html, view),
+		}
+	}
+}
