@@ -17,12 +17,17 @@ import { authModule } from './modules/auth'
 import { docs } from './modules/docs'
 import type { TokenKeys } from './modules/auth/keys'
 import { LoginLockout } from './modules/auth/lockout'
-import { PasswordHasher } from './modules/auth/password'
+import { PasswordHasher, passwordProblem } from './modules/auth/password'
 import { sampleLegacyHashes } from './modules/auth/stored-hashes'
 import { AuthService } from './modules/auth/service'
 import { sessionUpkeep } from './modules/auth/session-upkeep'
 import { health } from './modules/health'
 import { jwks } from './modules/health/jwks'
+import { jobWorker, JobWorker } from './jobs/worker'
+import { createMailer, sendMailJob } from './mail/mailer'
+import { MailTemplates } from './mail/templates'
+import { emailModule } from './modules/email'
+import { EmailService, MAIL_QUEUE, MAIL_REQUEST_QUEUE } from './modules/email/service'
 import { usersModule } from './modules/users'
 import { UsersService } from './modules/users/service'
 
@@ -87,11 +92,34 @@ export function createApp({ config, database, keys, log, counters, peerAddress }
 		else if (type === 'login.failed') metrics.login('failed')
 		else if (type === 'login.locked') metrics.login('locked')
 	})
+	const lockout = new LoginLockout(store, config.lockout)
+	const mailer = createMailer(config.mail, log)
+	let wakeJobs = () => {}
+	const email = new EmailService({
+		db,
+		audit,
+		hasher,
+		lockout,
+		mailer,
+		templates: new MailTemplates(config.mail.templatesDir),
+		settings: config.mail,
+		passwordProblem: (password) => passwordProblem(password, config.password.minLength),
+		wakeJobs: () => wakeJobs(),
+	})
+	const jobs = new JobWorker({
+		db,
+		log,
+		pollSeconds: config.jobs.pollSeconds,
+		retrySeconds: config.jobs.retrySeconds,
+		handlers: { [MAIL_QUEUE]: sendMailJob(mailer), [MAIL_REQUEST_QUEUE]: (payload) => email.handleRequest(payload) },
+	})
+	wakeJobs = () => jobs.wake()
 	const auth = new AuthService({
 		db,
 		audit,
 		hasher,
-		lockout: new LoginLockout(store, config.lockout),
+		lockout,
+		requireVerifiedEmail: config.mail.verification === 'required',
 		refreshTtlSeconds: config.jwt.refreshTtlSeconds,
 		reuseGraceSeconds: config.jwt.reuseGraceSeconds,
 		sessionsPerUserMax: config.sessions.perUserMax,
@@ -101,6 +129,7 @@ export function createApp({ config, database, keys, log, counters, peerAddress }
 		audit,
 		hasher,
 		passwordChecks: auth,
+		email,
 		passwordMinLength: config.password.minLength,
 		signupEnabled: config.signupEnabled,
 	})
@@ -116,6 +145,7 @@ export function createApp({ config, database, keys, log, counters, peerAddress }
 		.use(jwks(keys))
 		.use(usersModule({ users, guard, db, audit }))
 		.use(authModule({ auth, guard, jwt: config.jwt }))
+		.use(emailModule({ email }))
 		.use(auditModule({ audit, guard }))
 
 	const app = new Elysia({ name: 'latchkey', normalize: false })
@@ -133,6 +163,8 @@ export function createApp({ config, database, keys, log, counters, peerAddress }
 		)
 		.use(problemHandler(log, routeTable, config.rateLimit.windowSeconds))
 		.onStop(() => store.close())
+		.onStop(() => mailer.close())
+		.use(jobWorker(jobs))
 		.use(sessionUpkeep({ db, log, retentionSeconds: config.sessions.retentionSeconds, metrics: config.metrics.enabled ? metrics : undefined }))
 		.use(docs({ enabled: config.docsEnabled, path: DOCS_PATH }))
 		.use(jwks(keys))

@@ -50,6 +50,8 @@ describe('POST /users creates an account', () => {
 				createdAt: expect.stringMatching(ISO_UTC),
 				updatedAt: expect.stringMatching(ISO_UTC),
 				deactivatedAt: null,
+				emailVerified: false,
+				pendingEmail: null,
 			},
 			message: 'User created',
 			errors: [],

@@ -129,7 +129,7 @@ describe('keyset pagination', () => {
 			errors: [],
 		})
 		expect(Object.keys(res.body.data.items[0]).sort()).toEqual(
-			['createdAt', 'deactivatedAt', 'email', 'id', 'name', 'role', 'status', 'updatedAt'].sort(),
+			['createdAt', 'deactivatedAt', 'email', 'emailVerified', 'id', 'name', 'pendingEmail', 'role', 'status', 'updatedAt'].sort(),
 		)
 	})
 })

@@ -10,7 +10,8 @@ const NEW_PASSWORD = 'a brand new passphrase'
 
 let t: TestApp
 beforeAll(async () => {
-	t = await startTestApp()
+	// A user's own email change applies at once here; its confirmation by mail is test/email.change.test.ts's.
+	t = await startTestApp({ EMAIL_VERIFICATION: 'off' })
 })
 afterAll(() => t.close())
 

@@ -234,6 +234,19 @@ export const PROBLEM_DESCRIPTIONS: Record<ProblemKind, { when: string; detail: s
 	},
 	'internal-error': { when: 'an unexpected error; the body carries only the request id, the log has the rest', detail: 'An internal error occurred (request id 0193f1c2-7a5e-7c3b-9d2e-5f6a7b8c9d0e)' },
 	'service-unavailable': { when: 'the database is unreachable; `Retry-After` says when to retry', detail: 'The database is unreachable; try again shortly' },
+	'invalid-code': {
+		when: 'a mailed token that is wrong, used or replaced by a newer one, or a code that is wrong, expired or voided (the fifth wrong try voids it): ask for a new mail',
+		detail: 'The token or code is wrong, used or replaced by a newer one; ask for a new mail',
+	},
+	'code-expired': { when: 'a genuine mailed token whose time is up: the frontend can offer a new mail at once', detail: 'The token has expired; ask for a new mail' },
+	'email-not-verified': {
+		when: 'the right password for an account whose address is not yet verified, while `EMAIL_VERIFICATION=required` (a wrong password still gets 401)',
+		detail: 'Verify your email address first: follow the link or enter the code from the mail',
+	},
+	'mail-unavailable': {
+		when: 'the request needs a mail and this deployment has no SMTP server (`SMTP_URL`) configured',
+		detail: 'This service cannot send mail now (no SMTP server is configured); try again later or contact its operator',
+	},
 }
 
 /** An example problem document of one kind, as a route at `instance` would send it. */

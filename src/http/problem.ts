@@ -1,4 +1,5 @@
-import { Type } from '@sinclair/typebox'
+import { Type, type TSchema } from '@sinclair/typebox'
+import { Value } from '@sinclair/typebox/value'
 import { Elysia, t, ValidationError } from 'elysia'
 import type { Logger } from '../log'
 import { isDatabaseUnavailable, sqlState } from '../db/client'
@@ -9,10 +10,13 @@ export const PROBLEM_TYPE_BASE = 'https://latchkey.dev/problems/'
 
 export const PROBLEM_KINDS = {
 	'bad-request': { status: 400, title: 'Malformed request' },
+	'invalid-code': { status: 400, title: 'Invalid token or code' },
+	'code-expired': { status: 400, title: 'Token expired' },
 	unauthorized: { status: 401, title: 'Authentication required' },
 	'invalid-token': { status: 401, title: 'Invalid token' },
 	'invalid-credentials': { status: 401, title: 'Invalid credentials' },
 	forbidden: { status: 403, title: 'Forbidden' },
+	'email-not-verified': { status: 403, title: 'Email not verified' },
 	'not-found': { status: 404, title: 'Not found' },
 	'method-not-allowed': { status: 405, title: 'Method not allowed' },
 	'not-acceptable': { status: 406, title: 'Not acceptable' },
@@ -26,6 +30,7 @@ export const PROBLEM_KINDS = {
 	'login-locked': { status: 429, title: 'Login temporarily locked' },
 	'internal-error': { status: 500, title: 'Internal server error' },
 	'service-unavailable': { status: 503, title: 'Service unavailable' },
+	'mail-unavailable': { status: 503, title: 'Mail unavailable' },
 } as const
 
 export type ProblemKind = keyof typeof PROBLEM_KINDS
@@ -164,6 +169,28 @@ function formatDetail(format: string): string {
 	return `must be a valid ${format}`
 }
 
+/**
+ * A body that matches no alternative of a union of objects (`{ token }` or `{ email, code }`): the
+ * errors of the alternative it meant, the one with most of its members present, then the fewest errors,
+ * rather than one vague error at the root.
+ */
+function unionBranchErrors(item: { type: number; schema: Record<string, unknown>; path?: string; value?: unknown }): FieldError[] | undefined {
+	const branches = item.schema.anyOf as TSchema[] | undefined
+	if (item.type !== 62 || !branches?.length || !branches.every((branch) => branch.type === 'object')) return undefined
+	if (typeof item.value !== 'object' || item.value === null || Array.isArray(item.value)) return undefined
+	const present = Object.keys(item.value)
+	const [meant] = branches
+		.map((branch) => ({
+			errors: [...Value.Errors(branch, item.value)],
+			shared: present.filter((key) => key in (branch.properties as object)).length,
+		}))
+		.sort((a, b) => b.shared - a.shared || a.errors.length - b.errors.length)
+	return meant?.errors.map((error) => ({
+		pointer: `#${item.path ?? ''}${error.path}`,
+		...describeValueError(error as unknown as { type: number; schema: Record<string, unknown>; message: string }),
+	}))
+}
+
 /** Elysia's validation error → one entry per invalid field (the first problem of each). */
 export function fieldErrors(error: ValidationError): FieldError[] {
 	const byPointer = new Map<string, FieldError>()
@@ -175,9 +202,8 @@ export function fieldErrors(error: ValidationError): FieldError[] {
 		value?: unknown
 	}>
 	for (const item of all) {
-		const pointer = `#${item.path ?? ''}`
-		if (byPointer.has(pointer)) continue
-		byPointer.set(pointer, { pointer, ...describeValueError(item) })
+		for (const found of unionBranchErrors(item) ?? [{ pointer: `#${item.path ?? ''}`, ...describeValueError(item) }])
+			if (!byPointer.has(found.pointer)) byPointer.set(found.pointer, found)
 	}
 	if (byPointer.size === 0) byPointer.set('#', { pointer: '#', code: 'invalid', detail: 'is invalid' })
 	// A missing body shows as one error at the root.

@@ -60,6 +60,8 @@ export async function startTestApp(
 	const log = createLogger(config.logLevel, { write: (line: string) => void logs.push(line) })
 	const keys = await loadTokenKeys(config.jwt, log)
 	const app = createApp({ config, database: db.handle, keys, log, peerAddress: () => TEST_PEER, ...extra })
+	// No server listens under app.handle, so the job worker (mail) is started here, as listen would.
+	app.decorator.jobs.start()
 	return {
 		app,
 		config,
@@ -67,7 +69,10 @@ export async function startTestApp(
 		database: db,
 		logs,
 		call: (method, path, options = {}) => call(app, method, path, options),
-		close: () => (database ? Promise.resolve() : db.drop()),
+		close: async () => {
+			await app.decorator.jobs.stop()
+			if (!database) await db.drop()
+		},
 	}
 }
 

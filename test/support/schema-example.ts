@@ -11,3 +11,7 @@ export function exampleOf(schema: Json): unknown {
 	if (schema.const !== undefined) return schema.const
 	return schema.type === 'integer' || schema.type === 'number' ? 1 : 'example'
 }
+
+/** Whether a body schema refuses members it does not list: an object that says so, or a union of such objects. */
+export const isClosedBody = (schema: Json): boolean =>
+	schema.additionalProperties === false || (Array.isArray(schema.anyOf) && schema.anyOf.length > 0 && schema.anyOf.every(isClosedBody))

@@ -17,6 +17,12 @@ const EventType = t.Union([
 	t.Literal('role.changed'),
 	t.Literal('status.changed'),
 	t.Literal('user.deactivated'),
+	t.Literal('email.verification-requested'),
+	t.Literal('email.verified'),
+	t.Literal('email.change-requested'),
+	t.Literal('password.recovery-requested'),
+	t.Literal('password.reset'),
+	t.Literal('code.rejected'),
 ])
 
 export type AuditEventType = typeof EventType.static

@@ -71,6 +71,13 @@ export class LoginLockout {
 			},
 		}
 	}
+
+	/** Forgets an email's failures and lock (after a password reset proved the owner). */
+	async clear(email: string): Promise<void> {
+		if (!this.enabled) return
+		await this.store.delete(this.key('lock', email))
+		await this.store.delete(this.key('fail', email))
+	}
 }
 
 const lockedProblem = (retryAfterSeconds: number) =>

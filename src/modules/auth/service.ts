@@ -14,6 +14,8 @@ export interface AuthServiceDeps {
 	audit: AuditLog
 	hasher: PasswordHasher
 	lockout: LoginLockout
+	/** EMAIL_VERIFICATION=required: the right password of an unverified account gets 403 email-not-verified. */
+	requireVerifiedEmail: boolean
 	refreshTtlSeconds: number
 	reuseGraceSeconds: number
 	/** Live sessions per user; a login beyond it revokes the oldest (0: no cap). */
@@ -33,6 +35,9 @@ export type LogoutScope = 'local' | 'others' | 'global'
 
 /** One problem for every failed login: same status, body and (about) time. */
 export const invalidCredentials = () => new AppError('invalid-credentials', 'The email or password is incorrect')
+
+const emailNotVerified = () =>
+	new AppError('email-not-verified', 'Verify your email address first: follow the link or enter the code from the mail')
 
 export const invalidRefreshToken = () =>
 	new AppError('invalid-token', 'The refresh token is invalid, expired or revoked', {
@@ -59,6 +64,12 @@ export class AuthService {
 			const [user] = await db.select().from(users).where(eq(users.email, normalized))
 			// The same argon2 work for an unknown email and for any stored hash's parameters: time tells nothing.
 			const valid = await hasher.verifyForLogin(password, user?.passwordHash)
+			// Only the right password learns that the address waits for its proof; a wrong one gets the usual 401.
+			if (user && valid && user.status === 'active' && this.deps.requireVerifiedEmail && user.emailVerifiedAt === null) {
+				await attempt.succeeded()
+				await this.deps.audit.record('login.failed', client, { subjectId: user.id, details: { email: normalized, reason: 'email-not-verified' } })
+				throw emailNotVerified()
+			}
 			const started = user && valid && user.status === 'active' ? await this.startCheckedSession(user, password, client) : undefined
 			if (!user || !started) {
 				const reason = !user ? 'unknown-email' : !valid ? 'wrong-password' : user.status !== 'active' ? 'deactivated' : 'credentials-changed'

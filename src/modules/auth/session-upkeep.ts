@@ -1,5 +1,5 @@
 import { Elysia } from 'elysia'
-import { sqlState, type Database } from '../../db/client'
+import { loggableError, type Database } from '../../db/client'
 import type { Metrics } from '../../http/metrics'
 import type { Logger } from '../../log'
 import { countActiveSessions, purgeEndedSessionsStep } from './sessions'
@@ -94,17 +94,6 @@ export class SessionUpkeep {
 		}
 		void round()
 	}
-}
-
-/**
- * An error for the log without the SQL and parameters that Drizzle puts in its own message:
- * its class, the SQLSTATE and the message of its deepest cause (the driver's, which has no SQL).
- */
-function loggableError(error: unknown) {
-	let deepest = error
-	while (deepest instanceof Error && deepest.cause instanceof Error) deepest = deepest.cause
-	const driverMessage = deepest !== error && deepest instanceof Error ? deepest.message : undefined
-	return { name: error instanceof Error ? error.name : typeof error, code: sqlState(error).code, message: driverMessage }
 }
 
 /**

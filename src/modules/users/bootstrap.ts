@@ -31,7 +31,14 @@ export async function createAdmin(
 	const problem = passwordProblem(input.password, passwordMinLength)
 	if (problem) throw new BootstrapError(`the admin password ${problem.detail}`)
 	try {
-		return await insertUser(db, { email, name: input.name ?? '', role: 'admin', passwordHash: await hasher.hash(input.password) })
+		return await insertUser(db, {
+			email,
+			name: input.name ?? '',
+			role: 'admin',
+			passwordHash: await hasher.hash(input.password),
+			// The operator vouches for the first admin's address: it can sign in under EMAIL_VERIFICATION=required.
+			emailVerifiedAt: new Date(),
+		})
 	} catch (error) {
 		if (error instanceof AppError && error.kind === 'email-taken')
 			throw new BootstrapError(`an account with the email ${email} already exists`, true)

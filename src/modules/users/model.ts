@@ -4,7 +4,7 @@ import { queryDateTime, queryInteger } from '../../http/problem'
 const Role = t.Union([t.Literal('user'), t.Literal('admin')])
 const Status = t.Union([t.Literal('active'), t.Literal('deactivated')])
 // RFC 5321 limits: 254 characters in all (a path of 256 less its angle brackets), 64 before the @.
-const Email = t.String({
+export const Email = t.String({
 	format: 'email',
 	maxLength: 254,
 	pattern: '^(?![^@]{65})',
@@ -16,7 +16,7 @@ const Email = t.String({
 const Name = t.String({ maxLength: 200, examples: ['Ada Lovelace'] })
 // The policy (8–256 code points, not a common password) is checked by the service, which counts
 // code points rather than UTF-16 units; the body limit bounds the input.
-const Password = t.String({
+export const Password = t.String({
 	description: 'at least PASSWORD_MIN_LENGTH (default 8) and at most 256 characters; common passwords are refused',
 	examples: ['correct horse battery staple'],
 })
@@ -36,6 +36,10 @@ export namespace UserModel {
 			createdAt: Timestamp,
 			updatedAt: Timestamp,
 			deactivatedAt: t.Union([Timestamp, t.Null()]),
+			emailVerified: t.Boolean({ description: 'whether the owner proved the address (a link or code from a mail to it)' }),
+			pendingEmail: t.Union([t.String({ format: 'email' }), t.Null()], {
+				description: 'the new address of the user’s own email change, until it is confirmed from a mail to it',
+			}),
 		},
 		{ description: 'A user account. Never carries a password or a hash.' },
 	)

@@ -6,6 +6,7 @@ import { AppError, Conflict, Forbidden, NotFound, ValidationFailed, type FieldEr
 import { passwordProblem, type PasswordHasher } from '../auth/password'
 import type { AuditLog, ClientInfo } from '../audit/service'
 import type { AuthService } from '../auth/service'
+import type { EmailService } from '../email/service'
 import { revokeUserSessions, type Caller, type Queryable } from '../auth/sessions'
 import type { CreateUserInput, ListUsersQuery, ReplaceUserInput, UserResource } from './model'
 
@@ -21,6 +22,8 @@ export function toUserResource(row: UserRow): UserResource {
 		createdAt: row.createdAt.toISOString(),
 		updatedAt: row.updatedAt.toISOString(),
 		deactivatedAt: row.deactivatedAt?.toISOString() ?? null,
+		emailVerified: row.emailVerifiedAt !== null,
+		pendingEmail: row.pendingEmail,
 	}
 }
 
@@ -30,6 +33,8 @@ export interface UsersServiceDeps {
 	hasher: PasswordHasher
 	/** The lockout and failure audit that every password check goes through (the login's). */
 	passwordChecks: Pick<AuthService, 'reserveAttempt' | 'recordFailure'>
+	/** The mails of sign-up and email change, written in the same transaction as the account. */
+	email: Pick<EmailService, 'verification' | 'onSignUp' | 'onEmailChangeRequested' | 'assertMailAvailable' | 'wake'>
 	passwordMinLength: number
 	signupEnabled: boolean
 }
@@ -37,7 +42,7 @@ export interface UsersServiceDeps {
 /** Inserts an account; the unique index, not a prior read, decides whether the email is taken. */
 export async function insertUser(
 	db: Queryable,
-	values: { email: string; name: string; role: 'user' | 'admin'; passwordHash: string },
+	values: { email: string; name: string; role: 'user' | 'admin'; passwordHash: string; emailVerifiedAt?: Date },
 ): Promise<UserRow> {
 	try {
 		const now = new Date()
@@ -65,7 +70,12 @@ export class UsersService {
 		if (!isAdmin && input.role !== undefined && input.role !== 'user') throw new Forbidden('Only admins may assign a role')
 		this.checkPassword(input.password)
 		const passwordHash = await this.deps.hasher.hash(input.password)
-		const user = await insertUser(this.deps.db, { email: input.email, name: input.name ?? '', role: input.role ?? 'user', passwordHash })
+		const { email } = this.deps
+		const { user, mailed } = await this.deps.db.transaction(async (tx) => {
+			const user = await insertUser(tx, { email: input.email, name: input.name ?? '', role: input.role ?? 'user', passwordHash })
+			return { user, mailed: await email.onSignUp(tx, user) }
+		})
+		if (mailed) email.wake()
 		await this.deps.audit.record(isAdmin ? 'user.created' : 'user.signed-up', client, {
 			actorId: caller?.user.id ?? user.id,
 			subjectId: user.id,
@@ -111,6 +121,9 @@ export class UsersService {
 		assertMayChange(input, checked, callerIsAdmin)
 		const email = normalizeEmail(input.email)
 		const changesCredentials = input.password !== undefined || email !== checked.email
+		// Users' own new address waits for its proof (API.md); an admin's change applies at once.
+		const changeWaitsForProof = self && email !== checked.email && this.deps.email.verification !== 'off'
+		if (changeWaitsForProof) this.deps.email.assertMailAvailable()
 		if (input.password !== undefined) this.checkPassword(input.password)
 		if (self && changesCredentials) await this.requireCurrentPassword(input.currentPassword, checked, caller, client)
 		const newHash = input.password === undefined ? undefined : await this.deps.hasher.hash(input.password)
@@ -129,11 +142,17 @@ export class UsersService {
 			if (leavesAdmins) ensureAnotherActiveAdmin(activeAdmins, id)
 
 			const deactivating = status === 'deactivated' && current.status !== 'deactivated'
-			const bumpsCredentials = newHash !== undefined || email !== current.email || status !== current.status
+			const appliedEmail = changeWaitsForProof ? current.email : email
+			const emailChanges = appliedEmail !== current.email
+			const bumpsCredentials = newHash !== undefined || emailChanges || status !== current.status
+			if (changeWaitsForProof) await this.deps.email.onEmailChangeRequested(tx, current, email)
 			const [row] = await tx
 				.update(users)
 				.set({
-					email,
+					email: appliedEmail,
+					// An address set by an admin (or with verification off) is not proved; it also ends a pending change.
+					emailVerifiedAt: emailChanges ? null : current.emailVerifiedAt,
+					pendingEmail: changeWaitsForProof ? email : emailChanges ? null : current.pendingEmail,
 					name: input.name,
 					role,
 					status,
@@ -153,6 +172,7 @@ export class UsersService {
 			else if (newHash !== undefined) await revokeUserSessions(tx, id, self ? caller.sessionId : undefined)
 			return { before: current, row }
 		})
+		if (changeWaitsForProof) this.deps.email.wake()
 		await this.auditChanges(updated.before, updated.row, newHash !== undefined, caller, client)
 		return updated.row
 	}
@@ -162,6 +182,7 @@ export class UsersService {
 		const who = { actorId: caller.user.id, subjectId: after.id }
 		if (passwordChanged) await audit.record('password.changed', client, who)
 		if (before.email !== after.email) await audit.record('email.changed', client, who)
+		if (after.pendingEmail !== null && after.pendingEmail !== before.pendingEmail) await audit.record('email.change-requested', client, who)
 		if (before.role !== after.role) await audit.record('role.changed', client, { ...who, details: { from: before.role, to: after.role } })
 		if (before.status !== after.status)
 			await audit.record(after.status === 'deactivated' ? 'user.deactivated' : 'status.changed', client, {

@@ -1,0 +1,103 @@
+import { Elysia, t } from 'elysia'
+import { Envelope, problemResponses } from '../../http/openapi'
+import { envelope, reportWithSchemaErrors } from '../../http/problem'
+import { requestContext } from '../../http/request-context'
+import { normalizeEmail, toUserResource } from '../users/service'
+import { UserModel } from '../users/model'
+import { EmailModel } from './model'
+import type { EmailService } from './service'
+
+export interface EmailModuleDeps {
+	email: EmailService
+}
+
+const ACCEPTED = 'If an account can use it, a mail is on its way'
+
+export const emailModule = ({ email }: EmailModuleDeps) =>
+	new Elysia({ name: 'email', prefix: '/auth', detail: { tags: ['Email'] } })
+		.use(requestContext)
+		.onTransform(({ body, request }) => {
+			const candidate = body as { email?: unknown; password?: unknown } | undefined
+			if (!candidate || typeof candidate !== 'object') return
+			if (typeof candidate.email === 'string') candidate.email = normalizeEmail(candidate.email)
+			// A weak new password is reported with the body's other problems, should the schema refuse some.
+			const problem = typeof candidate.password === 'string' ? email.passwordProblem(candidate.password) : undefined
+			if (problem) reportWithSchemaErrors(request, [problem])
+		})
+		.post(
+			'/verification-requests',
+			async ({ body, client, set }) => {
+				await email.request('verification', body.email, client)
+				set.status = 202
+				return envelope(null, ACCEPTED)
+			},
+			{
+				body: EmailModel.mailRequest,
+				response: { 202: Envelope(t.Null()), ...problemResponses(400, 413, 415, 422, 429, 'mail-unavailable', 503) },
+				detail: {
+					operationId: 'requestVerificationMail',
+					summary: 'Ask for a (new) verification mail',
+					description:
+						'The same 202, body and time whatever the address: unknown, verified, unverified or deactivated. An active account whose address is unverified gets a mail with a link and a 6-digit code (valid `EMAIL_VERIFICATION_TTL_SECONDS`, default 24 h; older ones are voided); so does the new address of a pending email change. At most one mail of a kind per address per `MAIL_RESEND_SECONDS` (default 60): requests beyond that send nothing. The mail is sent in the background.',
+					security: [],
+				},
+			},
+		)
+		.post(
+			'/email-verifications',
+			async ({ body, client }) => envelope(toUserResource(await email.verifyEmail(body, client)), 'Email verified'),
+			{
+				body: EmailModel.verification,
+				response: {
+					200: Envelope(UserModel.user),
+					...problemResponses(400, 'invalid-code', 'code-expired', 'email-taken', 413, 415, 422, 429, 503),
+				},
+				detail: {
+					operationId: 'verifyEmail',
+					summary: 'Prove an address with the token or code from a mail',
+					description:
+						'Marks the account’s email verified, or applies a pending email change (409 `email-taken` if another account took the address meanwhile). Tokens and codes work once; a new mail voids the older ones; the fifth wrong code voids it. A genuine token past its time is 400 `code-expired`; anything else refused is 400 `invalid-code`.',
+					security: [],
+				},
+			},
+		)
+		.post(
+			'/recovery-requests',
+			async ({ body, client, set }) => {
+				await email.request('recovery', body.email, client)
+				set.status = 202
+				return envelope(null, ACCEPTED)
+			},
+			{
+				body: EmailModel.mailRequest,
+				response: { 202: Envelope(t.Null()), ...problemResponses(400, 413, 415, 422, 429, 'mail-unavailable', 503) },
+				detail: {
+					operationId: 'requestRecoveryMail',
+					summary: 'Ask for a password recovery mail',
+					description:
+						'The same 202, body and time whatever the address. An active account gets a mail with a link and a 6-digit code, valid `RECOVERY_TTL_SECONDS` (default 1 h); a new request voids the older ones. At most one per address per `MAIL_RESEND_SECONDS`. The mail is sent in the background.',
+					security: [],
+				},
+			},
+		)
+		.post(
+			'/password-resets',
+			async ({ body, client }) => {
+				await email.resetPassword(body, body.password, client)
+				return envelope(null, 'Password reset; log in with the new password')
+			},
+			{
+				body: EmailModel.passwordReset,
+				response: {
+					200: Envelope(t.Null()),
+					...problemResponses(400, 'invalid-code', 'code-expired', 413, 415, 422, 429, 503),
+				},
+				detail: {
+					operationId: 'resetPassword',
+					summary: 'Set a new password with the token or code from a recovery mail',
+					description:
+						'The password policy applies (422). Marks the email verified, revokes every session of the account, voids its other recovery tokens, cancels a pending email change and clears the email’s login lockout. It does not sign the user in.',
+					security: [],
+				},
+			},
+		)

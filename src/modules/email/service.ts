@@ -1,0 +1,333 @@
+import { and, desc, eq, gt, inArray, isNull, sql } from 'drizzle-orm'
+import type { Config } from '../../config/env'
+import type { Database } from '../../db/client'
+import { sqlState } from '../../db/client'
+import { emailTokens, users, type EmailTokenRow, type UserRow } from '../../db/schema'
+import { AppError, Conflict, ValidationFailed, type FieldError } from '../../http/problem'
+import { enqueue, queuedSince } from '../../jobs/queue'
+import { PermanentJobError } from '../../jobs/worker'
+import type { Mailer, OutgoingMail } from '../../mail/mailer'
+import type { MailKind, MailTemplates } from '../../mail/templates'
+import type { AuditLog, ClientInfo } from '../audit/service'
+import type { LoginLockout } from '../auth/lockout'
+import type { PasswordHasher } from '../auth/password'
+import { revokeUserSessions, type Queryable } from '../auth/sessions'
+import { normalizeEmail } from '../users/service'
+import { hashCode, hashLinkToken, inWords, mailThrottleKey, newCode, newLinkToken, sameDigest } from './tokens'
+
+export type TokenPurpose = EmailTokenRow['purpose']
+
+/** The queues of the job worker this module feeds and serves. */
+export const MAIL_QUEUE = 'mail'
+export const MAIL_REQUEST_QUEUE = 'mail-request'
+
+/** Wrong tries a code survives; the fifth wrong one voids it. */
+export const CODE_ATTEMPTS = 5
+
+/** A proof presented at /auth/email-verifications or /auth/password-resets: the link's token, or the address and its code. */
+export type Proof = { token: string } | { email: string; code: string }
+
+export const invalidCode = () =>
+	new AppError('invalid-code', 'The token or code is wrong, used or replaced by a newer one; ask for a new mail')
+const codeExpired = () => new AppError('code-expired', 'The token has expired; ask for a new mail')
+export const mailUnavailable = () =>
+	new AppError('mail-unavailable', 'This service cannot send mail now (no SMTP server is configured); try again later or contact its operator')
+
+export interface EmailServiceDeps {
+	db: Database
+	audit: AuditLog
+	hasher: PasswordHasher
+	lockout: Pick<LoginLockout, 'clear'>
+	mailer: Mailer
+	templates: MailTemplates
+	settings: Config['mail']
+	/** The password policy (the users module's). */
+	passwordProblem: (password: string) => FieldError | undefined
+	/** Runs this instance's job worker now, after a transaction queued a mail. */
+	wakeJobs: () => void
+}
+
+/** A mail request as queued by a 202 route: the work (and its timing) happens in the job worker. */
+interface MailRequest {
+	purpose: 'verification' | 'recovery'
+	email: string
+	client: ClientInfo
+}
+
+type Tx = Queryable
+
+/**
+ * Verification, recovery and email change (API.md "Email"). Each mail is written to the outbox (the
+ * jobs table) in the transaction that writes its token, so it exists exactly when the token does; the
+ * job worker sends it. The two 202 routes only queue a request: whether the account exists, is
+ * verified or is deactivated is looked at by the worker, so the route costs the same for every
+ * address, and the resend limit is kept there, under a lock on the account.
+ */
+export class EmailService {
+	constructor(private readonly deps: EmailServiceDeps) {}
+
+	passwordProblem(password: string) {
+		return this.deps.passwordProblem(password)
+	}
+
+	get verification() {
+		return this.deps.settings.verification
+	}
+
+	/** Runs the job worker now: call after the commit of a transaction that queued a mail. */
+	wake() {
+		this.deps.wakeJobs()
+	}
+
+	/** 503 mail-unavailable where a request needs a mail and none can be sent (production without SMTP). */
+	assertMailAvailable() {
+		if (!this.deps.mailer.available) throw mailUnavailable()
+	}
+
+	/** POST /auth/verification-requests and /auth/recovery-requests: queues the request, whatever the address. */
+	async request(purpose: MailRequest['purpose'], email: string, client: ClientInfo): Promise<void> {
+		this.assertMailAvailable()
+		const request: MailRequest = { purpose, email: normalizeEmail(email), client }
+		await enqueue(this.deps.db, { queue: MAIL_REQUEST_QUEUE, payload: { ...request } })
+		this.deps.wakeJobs()
+	}
+
+	/** The job worker's side of a request: the mail, if the address has an account that should get one. */
+	async handleRequest(payload: Record<string, unknown>): Promise<void> {
+		const request = readMailRequest(payload)
+		const issued = await this.deps.db.transaction(async (tx) => {
+			if (request.purpose === 'recovery') {
+				const user = await lockActiveUser(tx, eq(users.email, request.email))
+				return user && (await this.issueAndQueue(tx, user, 'recovery', user.email)) ? user : undefined
+			}
+			const unverified = await lockActiveUser(tx, and(eq(users.email, request.email), isNull(users.emailVerifiedAt)))
+			if (unverified) return (await this.issueAndQueue(tx, unverified, 'verification', unverified.email)) ? unverified : undefined
+			// The new address of a pending change asks again: its confirmation mail is sent again.
+			const changing = await lockActiveUser(tx, eq(users.pendingEmail, request.email))
+			return changing && (await this.issueAndQueue(tx, changing, 'email-change', request.email)) ? changing : undefined
+		})
+		if (!issued) return
+		this.deps.wakeJobs()
+		await this.deps.audit.record(
+			request.purpose === 'recovery' ? 'password.recovery-requested' : 'email.verification-requested',
+			request.client,
+			{ subjectId: issued.id },
+		)
+	}
+
+	/** At sign-up (in its transaction): the first verification mail, unless verification is off or mail cannot go. */
+	async onSignUp(tx: Tx, user: UserRow): Promise<boolean> {
+		if (this.verification === 'off' || !this.deps.mailer.available) return false
+		return this.issueAndQueue(tx, user, 'verification', user.email)
+	}
+
+	/**
+	 * A user's own email change (in the PUT's transaction, the account locked): the new address waits as
+	 * `pendingEmail` for its confirmation; the old one gets a notice. 409 when the new address is taken now.
+	 */
+	async onEmailChangeRequested(tx: Tx, user: UserRow, newEmail: string): Promise<void> {
+		const [taken] = await tx.select({ id: users.id }).from(users).where(eq(users.email, newEmail))
+		if (taken) throw new Conflict('email-taken', 'An account with this email already exists')
+		await this.issueAndQueue(tx, { ...user, pendingEmail: newEmail }, 'email-change', newEmail)
+		await this.queueMail(tx, 'email-change-notice', user.email, { name: user.name, newEmail })
+	}
+
+	/** POST /auth/email-verifications: proves the address (the account's, or a pending change's, which then applies). */
+	async verifyEmail(proof: Proof, client: ClientInfo): Promise<UserRow> {
+		const outcome = await this.deps.db.transaction(async (tx) => {
+			const checked = await this.checkProof(tx, proof, ['verification', 'email-change'])
+			if (checked.kind !== 'valid') return checked
+			const { row } = checked
+			const user = await lockActiveUser(tx, eq(users.id, row.userId))
+			const now = new Date()
+			let updated: UserRow | undefined
+			if (user && row.purpose === 'verification' && user.email === row.email) {
+				;[updated] = await tx
+					.update(users)
+					.set({ emailVerifiedAt: user.emailVerifiedAt ?? now, updatedAt: now })
+					.where(eq(users.id, user.id))
+					.returning()
+			} else if (user && row.purpose === 'email-change' && user.pendingEmail === row.email) {
+				;[updated] = await tx
+					.update(users)
+					.set({ email: row.email, pendingEmail: null, emailVerifiedAt: now, updatedAt: now, credentialsVersion: user.credentialsVersion + 1 })
+					.where(eq(users.id, user.id))
+					.returning()
+					.catch((error: unknown) => {
+						throw sqlState(error).code === '23505' ? new Conflict('email-taken', 'The new address was taken by another account meanwhile') : error
+					})
+			}
+			// The account was deactivated, or its address moved on since this mail: the proof opens nothing.
+			if (!updated) return { kind: 'invalid' as const, purpose: row.purpose }
+			await markUsed(tx, row.id)
+			return { kind: 'applied' as const, user: updated, before: user, purpose: row.purpose }
+		})
+		if (outcome.kind !== 'applied') return this.refuse(outcome, client)
+		const who = { actorId: outcome.user.id, subjectId: outcome.user.id }
+		if (outcome.purpose === 'email-change') await this.deps.audit.record('email.changed', client, { ...who, details: { confirmed: true } })
+		else await this.deps.audit.record('email.verified', client, who)
+		return outcome.user
+	}
+
+	/**
+	 * POST /auth/password-resets. The proof is checked first (a wrong code counts against it and is
+	 * committed as such), then the password is hashed with no transaction open, then one short
+	 * transaction spends the proof, if it is still live, and applies the reset.
+	 */
+	async resetPassword(proof: Proof, password: string, client: ClientInfo): Promise<void> {
+		const { db, hasher, lockout, audit } = this.deps
+		const weakness = this.deps.passwordProblem(password)
+		if (weakness) throw new ValidationFailed([weakness])
+		const checked = await db.transaction((tx) => this.checkProof(tx, proof, ['recovery']))
+		if (checked.kind !== 'valid') return this.refuse(checked, client)
+		const passwordHash = await hasher.hash(password)
+		const outcome = await db.transaction(async (tx) => {
+			const [row] = await tx.select().from(emailTokens).where(eq(emailTokens.id, checked.row.id)).for('update')
+			if (!row || row.usedAt || row.voidedAt) return { kind: 'invalid' as const, purpose: 'recovery' as const }
+			const user = await lockActiveUser(tx, eq(users.id, row.userId))
+			if (!user || user.email !== row.email) return { kind: 'invalid' as const, purpose: 'recovery' as const }
+			const now = new Date()
+			await tx
+				.update(users)
+				.set({
+					passwordHash,
+					// The mail reached this address: it is proved. A pending change is cancelled (whoever asked for it may be the intruder).
+					emailVerifiedAt: user.emailVerifiedAt ?? now,
+					pendingEmail: null,
+					credentialsVersion: user.credentialsVersion + 1,
+					updatedAt: now,
+				})
+				.where(eq(users.id, user.id))
+			await markUsed(tx, row.id)
+			await voidTokens(tx, user.id, ['recovery', 'email-change'])
+			const revoked = await revokeUserSessions(tx, user.id)
+			return { kind: 'reset' as const, user, revoked }
+		})
+		if (outcome.kind !== 'reset') return this.refuse(outcome, client)
+		await lockout.clear(outcome.user.email)
+		await audit.record('password.reset', client, {
+			actorId: outcome.user.id,
+			subjectId: outcome.user.id,
+			details: { sessionsRevoked: outcome.revoked },
+		})
+	}
+
+	/** Audits a refused proof and throws its problem. */
+	private async refuse(outcome: { kind: 'invalid' | 'expired'; purpose?: TokenPurpose; userId?: string; voided?: boolean }, client: ClientInfo): Promise<never> {
+		await this.deps.audit.record('code.rejected', client, {
+			subjectId: outcome.userId,
+			details: { reason: outcome.kind, purpose: outcome.purpose ?? null, ...(outcome.voided ? { codeVoided: true } : {}) },
+		})
+		throw outcome.kind === 'expired' ? codeExpired() : invalidCode()
+	}
+
+	/**
+	 * Finds the token row a proof names, locked. A link token is found by its hash; a code by the address it
+	 * went to, among that address's live rows (a wrong code counts against each, and the fifth voids it).
+	 */
+	private async checkProof(tx: Tx, proof: Proof, purposes: TokenPurpose[]) {
+		const now = new Date()
+		if ('token' in proof) {
+			const [row] = await tx
+				.select()
+				.from(emailTokens)
+				.where(and(eq(emailTokens.tokenHash, hashLinkToken(proof.token)), inArray(emailTokens.purpose, purposes)))
+				.for('update')
+			if (!row || row.usedAt || row.voidedAt) return { kind: 'invalid' as const, purpose: row?.purpose, userId: row?.userId }
+			if (row.expiresAt <= now) return { kind: 'expired' as const, purpose: row.purpose, userId: row.userId }
+			return { kind: 'valid' as const, row }
+		}
+		const live = await tx
+			.select()
+			.from(emailTokens)
+			.where(
+				and(
+					eq(emailTokens.email, normalizeEmail(proof.email)),
+					inArray(emailTokens.purpose, purposes),
+					isNull(emailTokens.usedAt),
+					isNull(emailTokens.voidedAt),
+					gt(emailTokens.expiresAt, now),
+				),
+			)
+			.orderBy(desc(emailTokens.createdAt))
+			.for('update')
+		// Every live row is compared, match or not, so the time taken says nothing about which one matched.
+		const matches = live.map((row) => sameDigest(hashCode(row.id, proof.code), row.codeHash))
+		const row = live[matches.indexOf(true)]
+		if (row) return { kind: 'valid' as const, row }
+		let voided = false
+		for (const candidate of live) {
+			const exhausted = candidate.codeAttempts + 1 >= CODE_ATTEMPTS
+			voided ||= exhausted
+			await tx
+				.update(emailTokens)
+				.set({ codeAttempts: candidate.codeAttempts + 1, voidedAt: exhausted ? now : null })
+				.where(eq(emailTokens.id, candidate.id))
+		}
+		return { kind: 'invalid' as const, purpose: live[0]?.purpose, userId: live[0]?.userId, voided }
+	}
+
+	/**
+	 * A new token for a purpose (voiding the user's older ones of it) and its mail, unless a mail of this
+	 * kind went to this address within MAIL_RESEND_SECONDS. Returns whether a mail was queued.
+	 */
+	private async issueAndQueue(tx: Tx, user: UserRow, purpose: TokenPurpose, address: string): Promise<boolean> {
+		const { settings } = this.deps
+		if (await queuedSince(tx, mailThrottleKey(purpose, address), settings.resendSeconds)) return false
+		await voidTokens(tx, user.id, [purpose])
+		const id = Bun.randomUUIDv7()
+		const token = newLinkToken()
+		const code = newCode()
+		const ttl = purpose === 'recovery' ? settings.recoveryTtlSeconds : settings.verificationTtlSeconds
+		await tx.insert(emailTokens).values({
+			id,
+			userId: user.id,
+			purpose,
+			email: address,
+			tokenHash: hashLinkToken(token),
+			codeHash: hashCode(id, code),
+			expiresAt: new Date(Date.now() + ttl * 1000),
+		})
+		// The token rides in the fragment: browsers never send it to a server, so scanners that fetch the link spend nothing.
+		const page = purpose === 'recovery' ? settings.resetUrl : settings.verifyUrl
+		await this.queueMail(tx, purpose, address, { name: user.name, link: `${page}#token=${token}`, code, validFor: inWords(ttl) })
+		return true
+	}
+
+	private async queueMail(tx: Tx, kind: MailKind, to: string, view: { name: string; link?: string; code?: string; validFor?: string; newEmail?: string }) {
+		const throttleKey = mailThrottleKey(kind, to)
+		if (kind === 'email-change-notice' && (await queuedSince(tx, throttleKey, this.deps.settings.resendSeconds))) return
+		const mail: OutgoingMail = { kind, to, ...this.deps.templates.render(kind, { appName: this.deps.settings.appName, email: to, ...view }) }
+		await enqueue(tx, { queue: MAIL_QUEUE, payload: { ...mail }, throttleKey })
+	}
+}
+
+/** The active account a condition names, locked for the transaction (mail requests and proofs queue on it). */
+async function lockActiveUser(tx: Tx, condition: ReturnType<typeof and>): Promise<UserRow | undefined> {
+	const [user] = await tx
+		.select()
+		.from(users)
+		.where(and(condition, eq(users.status, 'active')))
+		.orderBy(users.id)
+		.limit(1)
+		.for('update')
+	return user
+}
+
+async function markUsed(tx: Tx, id: string) {
+	await tx.update(emailTokens).set({ usedAt: sql`now()` }).where(eq(emailTokens.id, id))
+}
+
+async function voidTokens(tx: Tx, userId: string, purposes: TokenPurpose[]) {
+	await tx
+		.update(emailTokens)
+		.set({ voidedAt: sql`now()` })
+		.where(and(eq(emailTokens.userId, userId), inArray(emailTokens.purpose, purposes), isNull(emailTokens.usedAt), isNull(emailTokens.voidedAt)))
+}
+
+function readMailRequest(payload: Record<string, unknown>): MailRequest {
+	const { purpose, email, client } = payload as Partial<MailRequest>
+	if ((purpose !== 'verification' && purpose !== 'recovery') || typeof email !== 'string' || typeof client !== 'object' || client === null)
+		throw new PermanentJobError('unreadable mail request')
+	return { purpose, email, client }
+}
