@@ -40,6 +40,8 @@ export interface AppDeps {
 	counters?: CounterStore
 	/** The socket peer of a request; only for tests under `app.handle`, which has no socket. */
 	peerAddress?: PeerAddress
+	/** Mail templates, when already loaded (the server loads them first, to stop on a broken one before anything else). */
+	templates?: MailTemplates
 }
 
 export const DOCS_PATH = '/api/docs'
@@ -77,7 +79,7 @@ function corsFor(origins: string[]) {
 }
 
 /** The whole service as an Elysia app; `index.ts` listens, tests call `app.handle`. */
-export function createApp({ config, database, keys, log, counters, peerAddress }: AppDeps) {
+export function createApp({ config, database, keys, log, counters, peerAddress, templates }: AppDeps) {
 	const store = counters ?? createCounterStore(config.rateLimit.redisUrl, log)
 	const routeTable: RouteTable = { routes: [] }
 	const { db } = database
@@ -101,7 +103,7 @@ export function createApp({ config, database, keys, log, counters, peerAddress }
 		hasher,
 		lockout,
 		mailer,
-		templates: new MailTemplates(config.mail.templatesDir),
+		templates: templates ?? new MailTemplates(config.mail.templatesDir),
 		settings: config.mail,
 		passwordProblem: (password) => passwordProblem(password, config.password.minLength),
 		wakeJobs: () => wakeJobs(),

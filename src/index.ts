@@ -10,6 +10,7 @@ import { KeyConfigError, loadTokenKeys, type TokenKeys } from './modules/auth/ke
 import { PasswordHasher } from './modules/auth/password'
 import { BootstrapError, createAdmin, ensureActiveAdmin } from './modules/users/bootstrap'
 import { isCompiledBinary } from './runtime'
+import { MailTemplates, TemplateError } from './mail/templates'
 
 const HELP = `latchkey ${packageJson.version} — accounts and authentication over a JSON API
 
@@ -127,6 +128,16 @@ async function serve(config: Config, log: Logger): Promise<number> {
 		console.error(`latchkey: configuration: ${error.message}`)
 		return EXIT.failure
 	}
+	let templates: MailTemplates
+	try {
+		templates = new MailTemplates(config.mail.templatesDir)
+	} catch (error) {
+		if (!(error instanceof TemplateError)) throw error
+		console.error(`latchkey: configuration: ${error.message}`)
+		return EXIT.failure
+	}
+	if (config.production && config.mail.smtpUrl === undefined)
+		log.warn('no SMTP_URL: verification, recovery and email change answer 503 mail-unavailable until one is set')
 	const database = await openDatabase(config.database)
 	log.info({ database: database.description }, `using ${database.description}`)
 	const applied = await migrate(database.db)
@@ -146,7 +157,7 @@ async function serve(config: Config, log: Logger): Promise<number> {
 		return superviseWorkers(config.workers, keys, log)
 	}
 
-	const app = createApp({ config, database, keys, log }).listen({
+	const app = createApp({ config, database, keys, log, templates }).listen({
 		port: config.port,
 		hostname: config.host,
 		// Workers share the port; the kernel spreads connections among them.

@@ -1,4 +1,4 @@
-import { readFileSync, existsSync } from 'node:fs'
+import { existsSync, readFileSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import Mustache from 'mustache'
 
@@ -123,6 +123,8 @@ export class MailTemplates {
 
 	constructor(templatesDir?: string) {
 		this.templates = structuredClone(BUILT_IN)
+		if (templatesDir !== undefined && !statSync(templatesDir, { throwIfNoEntry: false })?.isDirectory())
+			throw new TemplateError(`MAIL_TEMPLATES_DIR: ${templatesDir} is not a folder`)
 		for (const kind of MAIL_KINDS)
 			for (const part of PARTS) {
 				if (templatesDir === undefined) continue
