@@ -78,7 +78,13 @@ afterAll(async () => {
 interface Tour {
 	signUp: { status: number; id: string; location: string | null }
 	login: { status: number; tokenType: string; expiresIn: number }
-	me: { status: number; email: string; role: string }
+	me: { status: number; email: string; role: string; emailVerified: boolean }
+	email: {
+		verificationRequest: number
+		recoveryRequest: number
+		wrongCode?: { status: number; type: string }
+		wrongToken?: { status: number; type: string }
+	}
 	refresh: { status: number; rotated: boolean }
 	problem?: { status: number; type: string; detail: string }
 	pages: { first: string[]; link: string | null; second?: string[] }
@@ -89,7 +95,13 @@ interface Tour {
 function expectTheTour(tour: Tour, newcomer: { email: string }) {
 	expect(tour.signUp).toEqual({ status: 201, id: expect.stringMatching(/^[0-9a-f-]{36}$/), location: `/api/users/${tour.signUp.id}` })
 	expect(tour.login).toEqual({ status: 200, tokenType: 'Bearer', expiresIn: 900 })
-	expect(tour.me).toEqual({ status: 200, email: newcomer.email, role: 'user' })
+	expect(tour.me).toEqual({ status: 200, email: newcomer.email, role: 'user', emailVerified: false })
+	expect(tour.email).toEqual({
+		verificationRequest: 202,
+		recoveryRequest: 202,
+		wrongCode: { status: 400, type: expect.stringMatching(/\/problems\/invalid-code$/) },
+		wrongToken: { status: 400, type: expect.stringMatching(/\/problems\/invalid-code$/) },
+	})
 	expect(tour.refresh).toEqual({ status: 200, rotated: true })
 	expect(tour.problem).toEqual({ status: 401, type: expect.stringMatching(/\/problems\/invalid-credentials$/), detail: expect.any(String) })
 	const everyone = [...accounts].sort()

@@ -27,6 +27,14 @@ export async function tourOfTheApi(baseUrl: string, admin: Account, newcomer: Ac
 	if (me.error) throw new Error(`me: ${me.error.status}`)
 	const role: 'user' | 'admin' = me.data.data.role
 
+	const emailVerified: boolean = me.data.data.emailVerified
+
+	// The email routes: the two requests answer 202 whatever the address; a wrong code is a typed 400.
+	const verificationAsked = await api.api.auth['verification-requests'].post({ email: newcomer.email })
+	const recoveryAsked = await api.api.auth['recovery-requests'].post({ email: newcomer.email })
+	const wrongCode = await api.api.auth['email-verifications'].post({ email: newcomer.email, code: '000000' })
+	const wrongToken = await api.api.auth['password-resets'].post({ token: 'not-a-token-from-any-mail', password: 'a brand new passphrase' })
+
 	const refreshed = await api.api.auth.refresh.post({ refreshToken: tokens.refreshToken })
 	if (refreshed.error) throw new Error(`refresh: ${refreshed.error.status}`)
 	const fresh = refreshed.data.data
@@ -53,7 +61,13 @@ export async function tourOfTheApi(baseUrl: string, admin: Account, newcomer: Ac
 	return {
 		signUp: { status: signedUp.status, id: signedUp.data.data.id, location },
 		login: { status: loggedIn.status, tokenType: tokens.tokenType, expiresIn: tokens.expiresIn },
-		me: { status: me.status, email: me.data.data.email, role },
+		me: { status: me.status, email: me.data.data.email, role, emailVerified },
+		email: {
+			verificationRequest: verificationAsked.status,
+			recoveryRequest: recoveryAsked.status,
+			wrongCode: wrongCode.error && { status: wrongCode.error.status, type: wrongCode.error.value.type },
+			wrongToken: wrongToken.error && { status: wrongToken.error.status, type: wrongToken.error.value.type },
+		},
 		refresh: { status: refreshed.status, rotated: fresh.refreshToken !== tokens.refreshToken },
 		problem,
 		pages: {

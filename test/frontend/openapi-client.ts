@@ -26,6 +26,13 @@ export async function tourWithGeneratedClient(baseUrl: string, admin: Account, n
 	if (!me.data) throw new Error(`me: ${me.response.status}`)
 	const role: 'user' | 'admin' = me.data.data.role
 
+	const emailVerified: boolean = me.data.data.emailVerified
+
+	const verificationAsked = await api.POST('/api/auth/verification-requests', { body: { email: newcomer.email } })
+	const recoveryAsked = await api.POST('/api/auth/recovery-requests', { body: { email: newcomer.email } })
+	const wrongCode = await api.POST('/api/auth/email-verifications', { body: { email: newcomer.email, code: '000000' } })
+	const wrongToken = await api.POST('/api/auth/password-resets', { body: { token: 'not-a-token-from-any-mail', password: 'a brand new passphrase' } })
+
 	const refreshed = await api.POST('/api/auth/refresh', { body: { refreshToken: tokens.refreshToken } })
 	if (!refreshed.data) throw new Error(`refresh: ${refreshed.response.status}`)
 	const fresh = refreshed.data.data
@@ -48,7 +55,13 @@ export async function tourWithGeneratedClient(baseUrl: string, admin: Account, n
 	return {
 		signUp: { status: signedUp.response.status, id: signedUp.data.data.id, location: signedUp.response.headers.get('location') },
 		login: { status: loggedIn.response.status, tokenType: tokens.tokenType, expiresIn: tokens.expiresIn },
-		me: { status: me.response.status, email: me.data.data.email, role },
+		me: { status: me.response.status, email: me.data.data.email, role, emailVerified },
+		email: {
+			verificationRequest: verificationAsked.response.status,
+			recoveryRequest: recoveryAsked.response.status,
+			wrongCode: wrongCode.error && { status: wrongCode.error.status, type: wrongCode.error.type },
+			wrongToken: wrongToken.error && { status: wrongToken.error.status, type: wrongToken.error.type },
+		},
 		refresh: { status: refreshed.response.status, rotated: fresh.refreshToken !== tokens.refreshToken },
 		problem: problem && { status: problem.status, type: problem.type, detail: problem.detail },
 		pages: {
