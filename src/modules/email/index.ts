@@ -5,13 +5,29 @@ import { requestContext } from '../../http/request-context'
 import { normalizeEmail, toUserResource } from '../users/service'
 import { UserModel } from '../users/model'
 import { EmailModel } from './model'
-import type { EmailService } from './service'
+import type { ClientInfo } from '../audit/service'
+import type { EmailService, MailRequest } from './service'
 
 export interface EmailModuleDeps {
 	email: EmailService
 }
 
 const ACCEPTED = 'If an account can use it, a mail is on its way'
+
+/** The two 202 routes differ only in the kind of mail: the answer never depends on the address. */
+const requestMail =
+	(email: EmailService, purpose: MailRequest['purpose']) =>
+	async ({ body, client, set }: { body: { email: string }; client: ClientInfo; set: { status?: number | string } }) => {
+		await email.request(purpose, body.email, client)
+		set.status = 202
+		return envelope(null, ACCEPTED)
+	}
+
+const mailRequestOptions = (detail: { operationId: string; summary: string; description: string }) => ({
+	body: EmailModel.mailRequest,
+	response: { 202: Envelope(t.Null()), ...problemResponses(400, 413, 415, 422, 429, 'mail-unavailable', 503) },
+	detail: { ...detail, security: [] },
+})
 
 export const emailModule = ({ email }: EmailModuleDeps) =>
 	new Elysia({ name: 'email', prefix: '/auth', detail: { tags: ['Email'] } })
@@ -26,22 +42,13 @@ export const emailModule = ({ email }: EmailModuleDeps) =>
 		})
 		.post(
 			'/verification-requests',
-			async ({ body, client, set }) => {
-				await email.request('verification', body.email, client)
-				set.status = 202
-				return envelope(null, ACCEPTED)
-			},
-			{
-				body: EmailModel.mailRequest,
-				response: { 202: Envelope(t.Null()), ...problemResponses(400, 413, 415, 422, 429, 'mail-unavailable', 503) },
-				detail: {
-					operationId: 'requestVerificationMail',
-					summary: 'Ask for a (new) verification mail',
-					description:
-						'The same 202, body and time whatever the address: unknown, verified, unverified or deactivated. An active account whose address is unverified gets a mail with a link and a 6-digit code (valid `EMAIL_VERIFICATION_TTL_SECONDS`, default 24 h; older ones are voided); so does the new address of a pending email change. At most one mail of a kind per address per `MAIL_RESEND_SECONDS` (default 60): requests beyond that send nothing. The mail is sent in the background.',
-					security: [],
-				},
-			},
+			requestMail(email, 'verification'),
+			mailRequestOptions({
+				operationId: 'requestVerificationMail',
+				summary: 'Ask for a (new) verification mail',
+				description:
+					'The same 202, body and time whatever the address: unknown, verified, unverified or deactivated. An active account whose address is unverified gets a mail with a link and a 6-digit code (valid `EMAIL_VERIFICATION_TTL_SECONDS`, default 24 h; older ones are voided); so does the new address of a pending email change. At most one mail of a kind per address per `MAIL_RESEND_SECONDS` (default 60): requests beyond that send nothing. The mail is sent in the background.',
+			}),
 		)
 		.post(
 			'/email-verifications',
@@ -63,22 +70,13 @@ export const emailModule = ({ email }: EmailModuleDeps) =>
 		)
 		.post(
 			'/recovery-requests',
-			async ({ body, client, set }) => {
-				await email.request('recovery', body.email, client)
-				set.status = 202
-				return envelope(null, ACCEPTED)
-			},
-			{
-				body: EmailModel.mailRequest,
-				response: { 202: Envelope(t.Null()), ...problemResponses(400, 413, 415, 422, 429, 'mail-unavailable', 503) },
-				detail: {
-					operationId: 'requestRecoveryMail',
-					summary: 'Ask for a password recovery mail',
-					description:
-						'The same 202, body and time whatever the address. An active account gets a mail with a link and a 6-digit code, valid `RECOVERY_TTL_SECONDS` (default 1 h); a new request voids the older ones. At most one per address per `MAIL_RESEND_SECONDS`. The mail is sent in the background.',
-					security: [],
-				},
-			},
+			requestMail(email, 'recovery'),
+			mailRequestOptions({
+				operationId: 'requestRecoveryMail',
+				summary: 'Ask for a password recovery mail',
+				description:
+					'The same 202, body and time whatever the address. An active account gets a mail with a link and a 6-digit code, valid `RECOVERY_TTL_SECONDS` (default 1 h); a new request voids the older ones. At most one per address per `MAIL_RESEND_SECONDS`. The mail is sent in the background.',
+			}),
 		)
 		.post(
 			'/password-resets',

@@ -48,7 +48,7 @@ export interface EmailServiceDeps {
 }
 
 /** A mail request as queued by a 202 route: the work (and its timing) happens in the job worker. */
-interface MailRequest {
+export interface MailRequest {
 	purpose: 'verification' | 'recovery'
 	email: string
 	client: ClientInfo
