@@ -113,6 +113,7 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		log,
 		pollSeconds: config.jobs.pollSeconds,
 		retrySeconds: config.jobs.retrySeconds,
+		onOutcome: (queue, outcome) => metrics.job(queue, outcome),
 		handlers: { [MAIL_QUEUE]: sendMailJob(mailer), [MAIL_REQUEST_QUEUE]: (payload) => email.handleRequest(payload) },
 	})
 	wakeJobs = () => jobs.wake()

@@ -96,7 +96,7 @@ describe('GET /metrics', () => {
 		expect((await t.call('GET', '/metrics', { token: METRICS_TOKEN.slice(0, -1) })).status).toBe(401)
 	})
 
-	test('reports requests by route and status, latency, login outcomes, active sessions, refusals and the pool', async () => {
+	test('reports requests by route and status, latency, login outcomes, active sessions, refusals, the pool and background jobs', async () => {
 		const admin = await signUpAdmin(t)
 		const email = uniqueEmail('metered')
 		await t.call('POST', '/api/users', { json: { email, password: PASSWORD } })
@@ -105,6 +105,8 @@ describe('GET /metrics', () => {
 		await t.call('POST', '/api/auth/login', { json: { email, password: PASSWORD } })
 		await t.call('GET', '/api/users/me', { token: admin.accessToken })
 		await t.app.decorator.sessionUpkeep.refreshGauge()
+		// The sign-up's verification mail (written to the log: no SMTP_URL in tests).
+		await t.app.decorator.jobs.idle()
 
 		await settle()
 		const res = await t.call('GET', '/metrics', { token: METRICS_TOKEN, headers: { accept: 'text/plain;version=0.0.4' } })
@@ -119,6 +121,7 @@ describe('GET /metrics', () => {
 		expect(text).toMatch(/latchkey_active_sessions [1-9]/)
 		expect(text).toContain('latchkey_db_pool_max_connections')
 		expect(text).toContain('latchkey_rate_limit_refusals_total')
+		expect(text).toMatch(/latchkey_jobs_total\{queue="mail",outcome="done"\} [1-9]/)
 	})
 
 	test('counts rate-limit refusals, and the refused request as a 429 in the request counter', async () => {

@@ -8,6 +8,9 @@ import { AppError } from './problem'
  * and status, login outcomes, rate-limit refusals, the live sessions as last
  * counted in the background, and the database pool size.
  */
+/** What became of one attempt of a background job. */
+export type JobOutcome = 'done' | 'retry' | 'failed'
+
 export class Metrics {
 	readonly registry = new Registry()
 	private readonly requests = new Counter({
@@ -33,6 +36,12 @@ export class Metrics {
 		name: 'latchkey_rate_limit_refusals_total',
 		help: 'Requests refused by a rate limit, by budget',
 		labelNames: ['budget'] as const,
+		registers: [this.registry],
+	})
+	private readonly jobs = new Counter({
+		name: 'latchkey_jobs_total',
+		help: 'Background job attempts (mail) by queue and outcome: done, retry (failed, tried again later), failed (given up)',
+		labelNames: ['queue', 'outcome'] as const,
 		registers: [this.registry],
 	})
 
@@ -62,6 +71,10 @@ export class Metrics {
 
 	login(outcome: 'succeeded' | 'failed' | 'locked') {
 		this.logins.inc({ outcome })
+	}
+
+	job(queue: string, outcome: JobOutcome) {
+		this.jobs.inc({ queue, outcome })
 	}
 
 	refused(budget: 'general' | 'auth') {

@@ -1,5 +1,6 @@
 import { Elysia } from 'elysia'
 import { loggableError, type Database } from '../db/client'
+import type { JobOutcome } from '../http/metrics'
 import type { Logger } from '../log'
 import { claimDueJobs, failJob, finishJob, purgeFinishedJobs, type ClaimedJob } from './queue'
 
@@ -25,6 +26,8 @@ export interface JobWorkerOptions {
 	maxDelaySeconds?: number
 	/** Finished jobs are kept this long (they also carry the resend limits). */
 	retentionSeconds?: number
+	/** Told of each attempt's outcome (metrics). */
+	onOutcome?: (queue: string, outcome: JobOutcome) => void
 }
 
 export const RETRY_FOR_SECONDS = 25 * 3600
@@ -134,6 +137,7 @@ export class JobWorker {
 			if (!handler || !job.payload) throw new PermanentJobError(`no handler for queue ${job.queue}`)
 			await handler(job.payload, job)
 			await finishJob(db, job.id)
+			this.options.onOutcome?.(job.queue, 'done')
 			log.debug({ jobId: job.id, queue: job.queue, attempts: job.attempts }, 'job done')
 		} catch (error) {
 			const reason = error instanceof Error && error.name !== 'Error' ? error.name : 'failed'
@@ -143,6 +147,7 @@ export class JobWorker {
 			const fields = { jobId: job.id, queue: job.queue, attempts: job.attempts, error: message }
 			if (delay === undefined) log.error(fields, 'job failed for good')
 			else log.warn({ ...fields, retryInSeconds: delay }, 'job failed; retrying later')
+			this.options.onOutcome?.(job.queue, delay === undefined ? 'failed' : 'retry')
 			// If this write fails too, the lease ends and the job is claimed again.
 			await failJob(db, job.id, message.slice(0, 200), delay).catch(() => {})
 		}
