@@ -1,6 +1,11 @@
+import { asc, count, eq } from 'drizzle-orm'
 import { simpleParser } from 'mailparser'
 import type { AddressInfo } from 'node:net'
 import { SMTPServer } from 'smtp-server'
+import { jobs, type JobRow } from '../../src/db/schema'
+import type { MailKind } from '../../src/mail/templates'
+import { mailThrottleKey } from '../../src/modules/email/tokens'
+import type { TestDatabase } from './database'
 
 /** A mail as the SMTP server received it, parsed by mailparser. */
 export interface ReceivedMail {
@@ -20,6 +25,8 @@ export interface SmtpSinkOptions {
 	secure?: boolean
 	/** Require AUTH with these credentials. */
 	credentials?: { user: string; pass: string }
+	/** Whether STARTTLS works on a plain connection (default true); without it the command is refused and AUTH in clear accepted, as a careless server would. */
+	startTls?: boolean
 }
 
 /**
@@ -28,6 +35,8 @@ export interface SmtpSinkOptions {
  */
 export class SmtpSink {
 	readonly mails: ReceivedMail[] = []
+	/** Every AUTH attempt the server saw, right or wrong, and whether its session was TLS then. */
+	readonly logins: Array<{ user: string; secure: boolean }> = []
 	/** An SMTP reply code to refuse each mail with, while set. */
 	refuseWith: number | undefined
 	/** Time taken before accepting each mail. */
@@ -51,17 +60,19 @@ export class SmtpSink {
 	}
 
 	private listen(port: number) {
-		const { credentials, secure = false } = this.options
+		const { credentials, secure = false, startTls = true } = this.options
 		this.server = new SMTPServer({
 			secure,
+			allowInsecureAuth: !startTls,
 			logger: false,
 			// The service keeps a pool of connections open; closing waits for them no longer than this.
 			closeTimeout: 200,
 			// No reverse DNS lookup of each client: the tests have no DNS to ask, and it delays every greeting.
 			disableReverseLookup: true,
 			authOptional: credentials === undefined,
-			disabledCommands: credentials ? [] : ['AUTH'],
-			onAuth: (auth, _session, callback) => {
+			disabledCommands: [...(credentials ? [] : ['AUTH']), ...(startTls ? [] : ['STARTTLS'])],
+			onAuth: (auth, session, callback) => {
+				this.logins.push({ user: auth.username ?? '', secure: session.secure })
 				if (credentials && auth.username === credentials.user && auth.password === credentials.pass) return callback(null, { user: auth.username })
 				callback(new Error('invalid credentials'))
 			},
@@ -143,5 +154,38 @@ export async function loggedMail(app: { logs: string[] }, to: string, timeoutMs 
 		}
 		if (Date.now() > deadline) throw new Error(`no mail to ${to} in the log within ${timeoutMs} ms`)
 		await Bun.sleep(20)
+	}
+}
+
+/** The outbox rows (`jobs`) of the mails of one kind to one address, oldest first. */
+export async function mailJobs(database: TestDatabase, kind: MailKind, address: string): Promise<JobRow[]> {
+	return database.handle.db
+		.select()
+		.from(jobs)
+		.where(eq(jobs.throttleKey, mailThrottleKey(kind, address)))
+		.orderBy(asc(jobs.createdAt), asc(jobs.id))
+}
+
+/** How many jobs of a queue (`mail`, `mail-request`) the table holds, finished or not. */
+export async function countJobs(database: TestDatabase, queue: string): Promise<number> {
+	const [row] = await database.handle.db.select({ n: count() }).from(jobs).where(eq(jobs.queue, queue))
+	return row?.n ?? 0
+}
+
+/** Waits until the one outbox row of a mail kind to an address satisfies `ready`; returns it. */
+export async function waitForMailJob(
+	database: TestDatabase,
+	kind: MailKind,
+	address: string,
+	ready: (job: JobRow) => boolean,
+	timeoutMs = 20_000,
+): Promise<JobRow> {
+	const deadline = Date.now() + timeoutMs
+	for (;;) {
+		const rows = await mailJobs(database, kind, address)
+		if (rows.length > 1) throw new Error(`${rows.length} outbox rows for one ${kind} mail to ${address}`)
+		if (rows[0] && ready(rows[0])) return rows[0]
+		if (Date.now() > deadline) throw new Error(`the ${kind} mail job to ${address} did not reach the expected state: ${JSON.stringify(rows[0])}`)
+		await Bun.sleep(50)
 	}
 }

@@ -1,0 +1,187 @@
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { MAIL_KINDS, MailTemplates, TemplateError, type MailKind, type MailView } from '../src/mail/templates'
+import { startTestApp } from './support/app'
+import { signUp, uniqueEmail } from './support/fixtures'
+import { proofOf, SmtpSink } from './support/mail'
+
+setDefaultTimeout(60_000)
+
+/** What mustache makes of a value in HTML (its escape table), to find a value in a rendered HTML part. */
+const inHtml = (value: string) =>
+	value.replace(/[&<>"'`=/]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;', '/': '&#x2F;', '`': '&#x60;', '=': '&#x3D;' })[c] as string)
+
+const SCRIPT = '<script>alert(1)</script>'
+
+const view = (fields: Partial<MailView> = {}): MailView => ({
+	appName: 'Acme Vault',
+	email: 'ada@example.test',
+	name: 'Ada',
+	link: 'https://app.example.test/reset-password#token=AbC-123_xyz',
+	code: '042917',
+	validFor: '1 hour',
+	newEmail: 'ada.new@example.test',
+	...fields,
+})
+
+/** A fresh folder of template files, removed after the file's tests. */
+const folders: string[] = []
+function templatesDir(files: Record<string, string>): string {
+	const dir = mkdtempSync(join(tmpdir(), 'latchkey-templates-'))
+	folders.push(dir)
+	for (const [name, content] of Object.entries(files)) writeFileSync(join(dir, name), content)
+	return dir
+}
+afterAll(() => {
+	for (const dir of folders) rmSync(dir, { recursive: true, force: true })
+})
+
+describe('the built-in templates', () => {
+	const templates = new MailTemplates()
+	const withLink: MailKind[] = ['verification', 'recovery', 'email-change']
+
+	for (const kind of withLink)
+		test(`${kind}: the subject names the app; the text has the link on a line of its own and the code; the HTML has both, escaped`, () => {
+			const v = view()
+			const mail = templates.render(kind, v)
+			expect(mail.subject).toContain('Acme Vault')
+			expect(mail.subject).not.toMatch(/[\r\n]/)
+			expect(mail.text.split('\n')).toContain(v.link as string)
+			expect(mail.text).toContain(`Or enter this code: ${v.code}`)
+			expect(mail.text).toContain('valid for 1 hour')
+			expect(mail.text).toContain('Hello Ada,')
+			expect(mail.text).toContain(v.email)
+			expect(proofOf(mail)).toEqual({ link: v.link as string, token: 'AbC-123_xyz', code: '042917' })
+			expect(mail.html).toStartWith('<!doctype html>')
+			expect(mail.html).toContain(`<a href="${inHtml(v.link as string)}">`)
+			expect(mail.html).toContain(`<strong style="font-size: 1.4em; letter-spacing: 0.15em">${v.code}</strong>`)
+			expect(mail.html).toContain('Acme Vault')
+			expect(mail.html).not.toContain('{{')
+			expect(mail.text).not.toContain('{{')
+		})
+
+	test('the exact subjects of the built-in kinds', () => {
+		expect(MAIL_KINDS.map((kind) => templates.render(kind, view()).subject)).toEqual([
+			'Confirm your email address for Acme Vault',
+			'Reset your Acme Vault password',
+			'Confirm your new email address for Acme Vault',
+			'Your Acme Vault email address is being changed',
+		])
+	})
+
+	test('email-change-notice names the new address and carries no link or code', () => {
+		const mail = templates.render('email-change-notice', view({ link: undefined, code: undefined, validFor: undefined }))
+		expect(mail.text).toContain('(ada@example.test) asked to change its email address to ada.new@example.test')
+		expect(mail.html).toContain('ada.new@example.test')
+		expect(() => proofOf(mail)).toThrow()
+		expect(mail.text).not.toMatch(/\d{6}/)
+	})
+
+	test('without a name the greeting is a plain “Hello,”', () => {
+		const mail = templates.render('recovery', view({ name: '' }))
+		expect(mail.text).toStartWith('Hello,\n')
+		expect(mail.html).toContain('<p>Hello,</p>')
+	})
+
+	test('a name is escaped in the HTML part and left as it is in the text part', () => {
+		const mail = templates.render('verification', view({ name: SCRIPT }))
+		expect(mail.html).not.toContain('<script>')
+		expect(mail.html).toContain(`Hello ${inHtml(SCRIPT)},`)
+		expect(mail.html).toContain('&lt;script&gt;alert(1)&lt;&#x2F;script&gt;')
+		expect(mail.text).toContain(`Hello ${SCRIPT},`)
+	})
+
+	test('a line break in a value never starts another header line of the subject', () => {
+		const custom = new MailTemplates(templatesDir({ 'recovery.subject': 'Hi {{name}}, reset your {{appName}} password' }))
+		const mail = custom.render('recovery', view({ name: 'Eve\r\nBcc: victim@example.test' }))
+		expect(mail.subject).toBe('Hi Eve Bcc: victim@example.test, reset your Acme Vault password')
+	})
+})
+
+describe('MAIL_TEMPLATES_DIR', () => {
+	test('a file <kind>.<part> replaces that part; values are escaped in its HTML and plain in its text; other parts stay built in', () => {
+		const dir = templatesDir({
+			'recovery.subject': '{{appName}}: new password for {{name}}',
+			'recovery.text': 'Dear {{name}},\n{{link}}\ncode {{code}}\n',
+			'recovery.html': '<p>Dear {{name}}</p><a href="{{link}}">go</a> <b>{{code}}</b>',
+			'verification.html': '<p>Custom verification for {{email}}</p>',
+		})
+		const templates = new MailTemplates(dir)
+		const recovery = templates.render('recovery', view({ name: SCRIPT }))
+		expect(recovery).toEqual({
+			subject: `Acme Vault: new password for ${SCRIPT}`,
+			text: `Dear ${SCRIPT},\nhttps://app.example.test/reset-password#token=AbC-123_xyz\ncode 042917\n`,
+			html: `<p>Dear ${inHtml(SCRIPT)}</p><a href="${inHtml('https://app.example.test/reset-password#token=AbC-123_xyz')}">go</a> <b>042917</b>`,
+		})
+		const verification = templates.render('verification', view())
+		expect(verification.html).toBe('<p>Custom verification for ada@example.test</p>')
+		expect(verification.subject).toBe('Confirm your email address for Acme Vault')
+		expect(verification.text).toContain('Or enter this code: 042917')
+		expect(templates.render('email-change', view())).toEqual(new MailTemplates().render('email-change', view()))
+	})
+
+	test('files that name no kind or part are ignored', () => {
+		const templates = new MailTemplates(templatesDir({ 'README.md': '{{#broken', 'recovery.txt': '{{#broken', 'reset.html': 'x' }))
+		expect(templates.render('recovery', view())).toEqual(new MailTemplates().render('recovery', view()))
+	})
+
+	for (const [file, content] of [
+		['recovery.text', 'Hello {{#name}}{{name}}\n'],
+		['verification.html', '<p>{{/link}}</p>'],
+		['email-change-notice.subject', '{{appName'],
+	] as const)
+		test(`a broken template (${file}) throws TemplateError at construction, naming the file`, () => {
+			const dir = templatesDir({ [file]: content })
+			expect(() => new MailTemplates(dir)).toThrow(TemplateError)
+			expect(() => new MailTemplates(dir)).toThrow(join(dir, file))
+		})
+
+	test('a folder that does not exist, or a file in its place, is a TemplateError', () => {
+		const missing = join(tmpdir(), `latchkey-no-such-${crypto.randomUUID()}`)
+		expect(() => new MailTemplates(missing)).toThrow(new TemplateError(`MAIL_TEMPLATES_DIR: ${missing} is not a folder`))
+		const file = join(templatesDir({ 'recovery.text': 'x' }), 'recovery.text')
+		expect(() => new MailTemplates(file)).toThrow(TemplateError)
+	})
+})
+
+describe('the service with MAIL_TEMPLATES_DIR', () => {
+	let sink: SmtpSink
+	beforeAll(async () => {
+		sink = await SmtpSink.start()
+	})
+	afterAll(() => sink.stop())
+
+	test('a recovery mail received over SMTP is rendered from the override, with the user’s name escaped only in its HTML', async () => {
+		const dir = templatesDir({
+			'recovery.subject': '[{{appName}}] Password help',
+			'recovery.text': 'Hi {{name}},\n\n{{link}}\n\nCode: {{code}} (valid {{validFor}})\n',
+			'recovery.html': '<html><body><p>Hi {{name}}</p><p><a href="{{link}}">Reset</a></p><p>Code: {{code}}</p></body></html>',
+		})
+		const t = await startTestApp({
+			SMTP_URL: sink.url,
+			MAIL_TEMPLATES_DIR: dir,
+			APP_NAME: 'Acme Vault',
+			APP_URL: 'https://app.example.test',
+			EMAIL_VERIFICATION: 'off',
+		})
+		try {
+			const user = await signUp(t, { email: uniqueEmail('templated'), name: SCRIPT })
+			expect((await t.call('POST', '/api/auth/recovery-requests', { json: { email: user.email } })).status).toBe(202)
+			const mail = await sink.waitFor(user.email, { subject: 'Password help' })
+			expect(mail.subject).toBe('[Acme Vault] Password help')
+			const { link, code } = proofOf(mail)
+			expect(link).toStartWith('https://app.example.test/reset-password#token=')
+			expect(mail.text.trim()).toBe(`Hi ${SCRIPT},\n\n${link}\n\nCode: ${code} (valid 1 hour)`)
+			expect(mail.html).toContain(`<p>Hi ${inHtml(SCRIPT)}</p>`)
+			expect(mail.html).not.toContain('<script>')
+			expect(mail.html).toContain(`<a href="${inHtml(link)}">Reset</a>`)
+			expect(mail.html).toContain(`<p>Code: ${code}</p>`)
+			const reset = await t.call('POST', '/api/auth/password-resets', { json: { email: user.email, code, password: 'a brand new passphrase' } })
+			expect(reset.status).toBe(200)
+		} finally {
+			await t.close()
+		}
+	})
+})
