@@ -7,6 +7,9 @@
  *   bun run bench [--users 1000000] [--seconds 10] [--connections 50] [--reseed]
  *                 [--memory-requests 100000] [--memory-round 50000] [--logout-pool 300] [--skip-build]
  *                 [--server postgres://postgres@127.0.0.1:5432/postgres] [--database latchkey_bench]
+ *                 [--mail-count 2000] [--only mail]
+ *
+ * `--only mail` runs the mail section alone (test/bench/mail.ts), with no start-up, hashing or other scenario.
  *
  * Speed goals live here and only here; `bun test` never times anything.
  */
@@ -17,6 +20,7 @@ import { parseArgs } from 'node:util'
 import postgres from 'postgres'
 import { prepareDatabase, rowNearEnd, SEED_PASSWORD } from './database'
 import { cpuSeconds, rssMiB, RssWatch } from './proc'
+import { describeMail, mailSection, type MailFigures } from './mail'
 import { measureStartups, type StartupFigures } from './startup'
 import type { BenchSession, LoadResult, LoadSpec, Workload } from './workload'
 
@@ -44,6 +48,8 @@ const { values: args } = parseArgs({
 		server: { type: 'string', default: 'postgres://postgres@127.0.0.1:5432/postgres' },
 		database: { type: 'string', default: 'latchkey_bench' },
 		'log-level': { type: 'string', default: 'info' },
+		'mail-count': { type: 'string', default: '2000' },
+		only: { type: 'string' },
 	},
 })
 
@@ -60,6 +66,9 @@ const MEMORY_REQUESTS = whole('memory-requests', 1000)
 // Four equal rounds after the first MEMORY_REQUESTS; half as long by default to keep the run short.
 const MEMORY_ROUND = args['memory-round'] === undefined ? Math.ceil(MEMORY_REQUESTS / 2) : whole('memory-round', 1000)
 const LOGOUT_POOL = whole('logout-pool', 10)
+/** Mails the outbox scenario queues at once. */
+const MAIL_COUNT = whole('mail-count', 10)
+if (args.only !== undefined && args.only !== 'mail') throw new Error('--only takes: mail')
 const CORES = navigator.hardwareConcurrency
 /** Sessions for the reads: more than connections, so that requests spread over users and pages. */
 const READ_POOL = Math.max(64, CONNECTIONS)
@@ -106,10 +115,13 @@ async function stopChild(child: Bun.Subprocess) {
 	if (exited === undefined) child.kill('SIGKILL')
 }
 
-/** The compiled service, configured as in production but with limits off (they would refuse the load). */
-async function startService(databaseUrl: string, workers: '1' | 'auto'): Promise<Running> {
+/**
+ * The compiled service, configured as in production but with limits off (they would refuse the load);
+ * `extra` adds settings (the mail section's SMTP_URL…) and names its log file.
+ */
+async function startService(databaseUrl: string, workers: '1' | 'auto', extra: { env?: Record<string, string>; name?: string } = {}): Promise<Running> {
 	const port = await freePort()
-	const logFile = openSync(join(ARTIFACTS, `bench-service-workers-${workers}.log`), 'w')
+	const logFile = openSync(join(ARTIFACTS, `bench-service-${extra.name ?? `workers-${workers}`}.log`), 'w')
 	const spawnedAt = performance.now()
 	const child = Bun.spawn([BINARY], {
 		// Not the repository: Bun would read a developer's .env there.
@@ -130,6 +142,7 @@ async function startService(databaseUrl: string, workers: '1' | 'auto'): Promise
 			LOG_LEVEL: args['log-level'],
 			LATCHKEY_ADMIN_EMAIL: ADMIN.email,
 			LATCHKEY_ADMIN_PASSWORD: ADMIN.password,
+			...extra.env,
 		},
 		// The request log is written (its cost is part of the service) but not kept: a million lines.
 		stdout: 'ignore',
@@ -364,6 +377,7 @@ async function main() {
 		const build = Bun.spawnSync([process.execPath, 'run', 'build'], { cwd: ROOT, stdout: 'ignore', stderr: 'pipe' })
 		if (build.exitCode !== 0) throw new Error(`build failed: ${build.stderr.toString()}`)
 	}
+	if (args.only === 'mail') return mailOnly(startedAt, machine)
 
 	log('measuring start-up on the embedded database')
 	const embeddedStartup = await measureStartups(5, await freePort())
@@ -534,10 +548,62 @@ async function main() {
 		await fresh.stop()
 	}
 
+	await runMail(database.url, rows, extra)
+	await finish({ startedAt, machine, database, hashing, memory, rows, extra })
+}
+
+/** 8. Mail (test/bench/mail.ts): the recovery route with a slow SMTP server, known vs unknown addresses, the outbox. */
+async function runMail(databaseUrl: string, rows: Row[], extra: Record<string, unknown>) {
+	log('8. mail')
+	const mail = await mailSection<Measured, Row>({
+		databaseUrl,
+		artifacts: ARTIFACTS,
+		users: USERS,
+		seconds: SECONDS,
+		connections: CONNECTIONS,
+		poolMax: POOL_MAX,
+		mails: MAIL_COUNT,
+		log,
+		measure,
+		row,
+		startService: (env, name) => startService(databaseUrl, '1', { env, name }),
+	})
+	rows.push(...mail.rows)
+	extra.mail = mail.figures
+}
+
+/** `--only mail`: the database and the mail section, nothing else. */
+async function mailOnly(startedAt: Date, machine: Awaited<ReturnType<typeof machineNotes>>) {
+	log(`preparing database ${args.database} with ${USERS} users`)
+	const database = await prepareDatabase(args.server, args.database, USERS, args.reseed)
+	log(database.seeded === 'created' ? `seeded in ${database.seedSeconds.toFixed(0)} s` : 'reused the existing seed')
+	const rows: Row[] = []
+	const extra: Record<string, unknown> = {}
+	await runMail(database.url, rows, extra)
+	await finish({ startedAt, machine, database, rows, extra })
+}
+
+async function finish({
+	startedAt,
+	machine,
+	database,
+	hashing,
+	memory,
+	rows,
+	extra,
+}: {
+	startedAt: Date
+	machine: Awaited<ReturnType<typeof machineNotes>>
+	database: Awaited<ReturnType<typeof prepareDatabase>>
+	hashing?: Awaited<ReturnType<typeof hashingLimit>>
+	memory?: Record<string, number | boolean | number[]>
+	rows: Row[]
+	extra: Record<string, unknown>
+}) {
 	const report = {
 		startedAt: startedAt.toISOString(),
 		finishedAt: new Date().toISOString(),
-		options: { users: USERS, seconds: SECONDS, connections: CONNECTIONS, loginConnections: LOGIN_CONNECTIONS, memoryRequests: MEMORY_REQUESTS, poolMax: POOL_MAX, logLevel: args['log-level'] },
+		options: { users: USERS, seconds: SECONDS, connections: CONNECTIONS, loginConnections: LOGIN_CONNECTIONS, memoryRequests: MEMORY_REQUESTS, poolMax: POOL_MAX, logLevel: args['log-level'], mailCount: MAIL_COUNT, only: args.only ?? null },
 		machine: { ...machine, loadAverageAtEnd: os.loadavg().map((value) => Number(value.toFixed(2))) },
 		database: { name: args.database, seeded: database.seeded, seedSeconds: database.seedSeconds },
 		hashing,
@@ -555,9 +621,9 @@ async function main() {
 	console.log(`\nJSON: ${out}`)
 }
 
-function printTable(report: { extra: Record<string, unknown>; options: { users: number; seconds: number; connections: number }; machine: Awaited<ReturnType<typeof machineNotes>>; hashing: Awaited<ReturnType<typeof hashingLimit>>; memory: Record<string, number | boolean | number[]>; rows: Row[] }) {
+function printTable(report: { extra: Record<string, unknown>; options: { users: number; seconds: number; connections: number }; machine: Awaited<ReturnType<typeof machineNotes>>; hashing?: Awaited<ReturnType<typeof hashingLimit>>; memory?: Record<string, number | boolean | number[]>; rows: Row[] }) {
 	const { options, machine, hashing, memory, rows } = report
-	const f = (value: number | null, digits = 0) => (value === null ? '—' : value.toFixed(digits))
+	const f = (value: number | null, digits = 0) => (value === null || Number.isNaN(value) ? '—' : value.toFixed(digits))
 	const header = ['scenario', 'req/s', 'p50 ms', 'p99 ms', 'peak RSS MiB', 'limit', 'limit req/s', '% of limit', 'goal', 'met', 'svc cores', 'machine busy', 'non-2xx']
 	const lines = rows.map((r) => [
 		r.scenario,
@@ -584,23 +650,25 @@ function printTable(report: { extra: Record<string, unknown>; options: { users: 
 	console.log(format(header))
 	console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`)
 	for (const line of lines) console.log(format(line))
-	console.log(
+	if (hashing) console.log(
 		`\nhashing: one Bun.password.verify (argon2id m=${HASH.memoryCost} KiB t=${HASH.timeCost}) = ${hashing.verifyMs.toFixed(1)} ms → ` +
 			`${hashing.limitPerSecond.toFixed(1)}/s on ${hashing.cores} cores (measured on all cores at once: ${hashing.parallelPerSecond.toFixed(1)}/s)`,
 	)
-	console.log(
+	if (memory) console.log(
 		`memory: idle ${f(memory.idleMiB as number)} MiB · after ${memory.firstRequests} requests ${f(memory.afterFirstMiB as number)} MiB · ` +
 			`after each of 4 rounds of ${memory.roundRequests}: ${(memory.afterRoundsMiB as number[]).join(' / ')} MiB · ` +
 			`rounds 3–4 vs 1–2: ${f(memory.growthMiB as number, 1)} MiB (${memory.leakFree ? 'no leak' : 'GROWING'})`,
 	)
-	console.log(`startup: spawn → readiness 200 in ${report.extra.startupMs} ms (PostgreSQL, schema up to date; polled every 50 ms)`)
-	const embedded = report.extra.embeddedStartup as StartupFigures
-	console.log(
+	if (report.extra.startupMs !== undefined) console.log(`startup: spawn → readiness 200 in ${report.extra.startupMs} ms (PostgreSQL, schema up to date; polled every 50 ms)`)
+	const embedded = report.extra.embeddedStartup as StartupFigures | undefined
+	if (embedded) console.log(
 		`startup on the embedded database (median of ${embedded.runs}; polled every 10 ms): binary first start on an empty DATA_DIR ` +
 			`${embedded.binaryFirstMs} ms, restart ${embedded.binaryRestartMs} ms · bun run start: first ${embedded.sourceFirstMs} ms, restart ${embedded.sourceRestartMs} ms`,
 	)
 	const plan = report.extra.searchPlan as string[] | undefined
 	if (plan) console.log(`q-filtered page plan: ${plan[0]?.trim()} … ${plan.find((line) => /Filter|Scan/.test(line))?.trim()} · ${plan.at(-1)?.trim()}`)
+	const mail = report.extra.mail as MailFigures | undefined
+	if (mail) for (const line of describeMail(mail)) console.log(line)
 }
 
 await main()
