@@ -5,7 +5,7 @@
  * prints one LoadResult as JSON on the last line of stdout.
  */
 import autocannon, { type Request } from 'autocannon'
-import type { BenchSession, LoadResult, LoadSpec, Workload } from './workload'
+import { loadResult, type BenchSession, type LoadSpec, type Workload } from './workload'
 
 type Requests = NonNullable<autocannon.Options['requests']>
 
@@ -147,26 +147,7 @@ async function main() {
 	})
 	// autocannon reports whole seconds, which overstates short `amount` runs; the wall clock does not.
 	const seconds = (performance.now() - started) / 1000
-	const statusCodes: Record<string, number> = {}
-	for (const [code, stats] of Object.entries(result.statusCodeStats ?? {})) statusCodes[code] = stats.count ?? 0
-	const ok = Object.entries(statusCodes)
-		.filter(([code]) => code.startsWith('2'))
-		.reduce((sum, [, count]) => sum + count, 0)
-	const output: LoadResult = {
-		requests: result.requests.total,
-		okPerSecond: seconds > 0 ? ok / seconds : 0,
-		p50: result.latency.p50,
-		p99: result.latency.p99,
-		mean: result.latency.average,
-		max: result.latency.max,
-		durationSeconds: seconds,
-		non2xx: result.non2xx,
-		errors: result.errors,
-		timeouts: result.timeouts,
-		statusCodes,
-		captured,
-	}
-	process.stdout.write(`${JSON.stringify(output)}\n`)
+	process.stdout.write(`${JSON.stringify(loadResult(result, seconds, captured))}\n`)
 }
 
 await main()

@@ -26,7 +26,7 @@ import { MailTemplates } from '../../src/mail/templates'
 import { MAIL_QUEUE } from '../../src/modules/email/service'
 import { mailThrottleKey } from '../../src/modules/email/tokens'
 import { SmtpSink } from '../support/mail'
-import type { LoadResult, LoadSpec } from './workload'
+import { loadResult, runLoadGenerator, type LoadResult, type LoadSpec } from './workload'
 
 const ROUTE = '/api/auth/recovery-requests'
 /** What the SMTP sink takes per mail in 1 and 2. */
@@ -130,26 +130,7 @@ async function loadProcess(specPath: string) {
 	})
 	// As load.ts: the wall clock, not autocannon's whole seconds.
 	const seconds = (performance.now() - started) / 1000
-	const statusCodes: Record<string, number> = {}
-	for (const [code, stats] of Object.entries(result.statusCodeStats ?? {})) statusCodes[code] = stats.count ?? 0
-	const ok = Object.entries(statusCodes)
-		.filter(([code]) => code.startsWith('2'))
-		.reduce((sum, [, count]) => sum + count, 0)
-	const output: LoadResult = {
-		requests: result.requests.total,
-		okPerSecond: seconds > 0 ? ok / seconds : 0,
-		p50: result.latency.p50,
-		p99: result.latency.p99,
-		mean: result.latency.average,
-		max: result.latency.max,
-		durationSeconds: seconds,
-		non2xx: result.non2xx,
-		errors: result.errors,
-		timeouts: result.timeouts,
-		statusCodes,
-		captured: [],
-	}
-	process.stdout.write(`${JSON.stringify(output)}\n`)
+	process.stdout.write(`${JSON.stringify(loadResult(result, seconds))}\n`)
 }
 
 /**
@@ -187,17 +168,7 @@ if (import.meta.main) {
 
 /** One autocannon run on the recovery route in its own process (as run.ts's `load`). */
 async function load(artifacts: string, spec: MailLoadSpec): Promise<LoadResult> {
-	const specPath = join(artifacts, `bench-load-${Bun.randomUUIDv7()}.json`)
-	await Bun.write(specPath, JSON.stringify(spec))
-	try {
-		const child = Bun.spawn([process.execPath, import.meta.path, 'load', specPath], { stdout: 'pipe', stderr: 'pipe' })
-		const [stdout, stderr, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited])
-		const last = stdout.trim().split('\n').at(-1)
-		if (code !== 0 || !last) throw new Error(`load generator failed (${code}): ${stderr.slice(-2000)}`)
-		return JSON.parse(last) as LoadResult
-	} finally {
-		await Bun.file(specPath).delete()
-	}
+	return runLoadGenerator([process.execPath, import.meta.path, 'load'], spec, artifacts)
 }
 
 async function startBare(b: { databaseUrl: string; poolMax: number; artifacts: string }): Promise<MailTarget> {

@@ -22,7 +22,7 @@ import { prepareDatabase, rowNearEnd, SEED_PASSWORD } from './database'
 import { cpuSeconds, rssMiB, RssWatch } from './proc'
 import { describeMail, mailSection, type MailFigures } from './mail'
 import { measureStartups, type StartupFigures } from './startup'
-import type { BenchSession, LoadResult, LoadSpec, Workload } from './workload'
+import { runLoadGenerator, type BenchSession, type LoadResult, type LoadSpec, type Workload } from './workload'
 
 const ROOT = join(import.meta.dir, '..', '..')
 const ARTIFACTS = join(ROOT, 'test-artifacts')
@@ -184,17 +184,7 @@ async function load(url: string, workload: Workload, options: { seconds?: number
 		amount: options.amount,
 		workload,
 	}
-	const specPath = join(ARTIFACTS, `bench-load-${Bun.randomUUIDv7()}.json`)
-	await Bun.write(specPath, JSON.stringify(spec))
-	try {
-		const child = Bun.spawn([process.execPath, join(import.meta.dir, 'load.ts'), specPath], { stdout: 'pipe', stderr: 'pipe' })
-		const [stdout, stderr, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited])
-		const last = stdout.trim().split('\n').at(-1)
-		if (code !== 0 || !last) throw new Error(`load generator failed (${code}): ${stderr.slice(-2000)}`)
-		return JSON.parse(last) as LoadResult
-	} finally {
-		await Bun.file(specPath).delete()
-	}
+	return runLoadGenerator([process.execPath, join(import.meta.dir, 'load.ts')], spec, ARTIFACTS)
 }
 
 interface Measured extends LoadResult {

@@ -56,3 +56,46 @@ export interface LoadResult {
 	/** Sessions issued by login responses, when asked for. */
 	captured: BenchSession[]
 }
+
+/** An autocannon result as a LoadResult: 2xx per second of wall clock (autocannon's own seconds are whole ones). */
+export function loadResult(
+	result: import('autocannon').Result,
+	seconds: number,
+	captured: BenchSession[] = [],
+): LoadResult {
+	const statusCodes: Record<string, number> = {}
+	for (const [code, stats] of Object.entries(result.statusCodeStats ?? {})) statusCodes[code] = stats.count ?? 0
+	const ok = Object.entries(statusCodes)
+		.filter(([code]) => code.startsWith('2'))
+		.reduce((sum, [, count]) => sum + count, 0)
+	return {
+		requests: result.requests.total,
+		okPerSecond: seconds > 0 ? ok / seconds : 0,
+		p50: result.latency.p50,
+		p99: result.latency.p99,
+		mean: result.latency.average,
+		max: result.latency.max,
+		durationSeconds: seconds,
+		non2xx: result.non2xx,
+		errors: result.errors,
+		timeouts: result.timeouts,
+		statusCodes,
+		captured,
+	}
+}
+
+/** Runs a load generator script in its own process with a spec file; returns the LoadResult it prints last. */
+export async function runLoadGenerator(command: string[], spec: unknown, artifacts: string): Promise<LoadResult> {
+	const { join } = await import('node:path')
+	const specPath = join(artifacts, `bench-load-${Bun.randomUUIDv7()}.json`)
+	await Bun.write(specPath, JSON.stringify(spec))
+	try {
+		const child = Bun.spawn([...command, specPath], { stdout: 'pipe', stderr: 'pipe' })
+		const [stdout, stderr, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited])
+		const last = stdout.trim().split('\n').at(-1)
+		if (code !== 0 || !last) throw new Error(`load generator failed (${code}): ${stderr.slice(-2000)}`)
+		return JSON.parse(last) as LoadResult
+	} finally {
+		await Bun.file(specPath).delete()
+	}
+}
