@@ -10,6 +10,7 @@ import m0006 from '../../drizzle/0006_credentials_version.sql' with { type: 'tex
 import m0007 from '../../drizzle/0007_session_purge.sql' with { type: 'text' }
 import m0008 from '../../drizzle/0008_audit_event_names.sql' with { type: 'text' }
 import m0009 from '../../drizzle/0009_email_flows.sql' with { type: 'text' }
+import m0010 from '../../drizzle/0010_job_priority.sql' with { type: 'text' }
 import type { Database } from './client'
 
 /**
@@ -27,6 +28,7 @@ const MIGRATION_SQL: Record<string, string> = {
 	'0007_session_purge': m0007,
 	'0008_audit_event_names': m0008,
 	'0009_email_flows': m0009,
+	'0010_job_priority': m0010,
 }
 
 export interface Migration {

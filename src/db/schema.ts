@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm'
-import { check, index, integer, jsonb, pgTable, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core'
+import { check, index, integer, jsonb, pgTable, smallint, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core'
 
 // IDs are UUIDv7 made by the application (Bun.randomUUIDv7), so PostgreSQL 15 and
 // the embedded PGlite (PostgreSQL 18) behave the same.
@@ -172,9 +172,11 @@ export const jobs = pgTable(
 		lastError: text('last_error'),
 		finishedAt: timestamp('finished_at', { withTimezone: true, precision: 3 }),
 		outcome: text('outcome', { enum: ['done', 'failed'] }),
+		// Higher runs first: work already decided (a mail to send) before work that decides more (a mail request).
+		priority: smallint('priority').notNull().default(0),
 	},
 	(table) => [
-		index('jobs_due_idx').on(table.runAt).where(sql`${table.finishedAt} is null`),
+		index('jobs_due_idx').on(table.priority.desc(), table.runAt).where(sql`${table.finishedAt} is null`),
 		index('jobs_throttle_idx').on(table.throttleKey, table.createdAt),
 		index('jobs_finished_idx').on(table.finishedAt),
 		check('jobs_outcome_valid', sql`(${table.outcome} is null) = (${table.finishedAt} is null)`),

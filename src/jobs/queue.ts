@@ -1,4 +1,4 @@
-import { and, asc, eq, gt, inArray, isNull, lt, lte, or, sql } from 'drizzle-orm'
+import { and, asc, desc, eq, gt, inArray, isNull, lt, lte, or, sql } from 'drizzle-orm'
 import type { Database } from '../db/client'
 import { jobs, type JobRow } from '../db/schema'
 import type { Queryable } from '../modules/auth/sessions'
@@ -8,12 +8,14 @@ export interface NewJob {
 	payload: Record<string, unknown>
 	/** Jobs that must not repeat within an interval share a key (see `queuedSince`). */
 	throttleKey?: string
+	/** Due jobs are claimed highest priority first, then oldest first (default 0). */
+	priority?: number
 }
 
 /** Adds a job; written with the caller's transaction, so it exists exactly when the change that asked for it does. */
 export async function enqueue(db: Queryable, job: NewJob): Promise<string> {
 	const id = Bun.randomUUIDv7()
-	await db.insert(jobs).values({ id, queue: job.queue, payload: job.payload, throttleKey: job.throttleKey ?? null })
+	await db.insert(jobs).values({ id, queue: job.queue, payload: job.payload, throttleKey: job.throttleKey ?? null, priority: job.priority ?? 0 })
 	return id
 }
 
@@ -41,7 +43,7 @@ export async function claimDueJobs(db: Database, limit: number, leaseSeconds: nu
 		.select({ id: jobs.id })
 		.from(jobs)
 		.where(and(isNull(jobs.finishedAt), lte(jobs.runAt, sql`now()`), or(isNull(jobs.lockedUntil), lt(jobs.lockedUntil, sql`now()`))))
-		.orderBy(asc(jobs.runAt))
+		.orderBy(desc(jobs.priority), asc(jobs.runAt))
 		.limit(limit)
 		.for('update', { skipLocked: true })
 	return db

@@ -20,6 +20,8 @@ export type TokenPurpose = EmailTokenRow['purpose']
 /** The queues of the job worker this module feeds and serves. */
 export const MAIL_QUEUE = 'mail'
 export const MAIL_REQUEST_QUEUE = 'mail-request'
+/** Mails already decided go out before more requests are decided: a flood of requests cannot hold them back. */
+const MAIL_PRIORITY = 1
 
 /** Wrong tries a code survives; the fifth wrong one voids it. */
 export const CODE_ATTEMPTS = 5
@@ -298,7 +300,7 @@ export class EmailService {
 		const throttleKey = mailThrottleKey(kind, to)
 		if (kind === 'email-change-notice' && (await queuedSince(tx, throttleKey, this.deps.settings.resendSeconds))) return
 		const mail: OutgoingMail = { kind, to, ...this.deps.templates.render(kind, { appName: this.deps.settings.appName, email: to, ...view }) }
-		await enqueue(tx, { queue: MAIL_QUEUE, payload: { ...mail }, throttleKey })
+		await enqueue(tx, { queue: MAIL_QUEUE, payload: { ...mail }, throttleKey, priority: MAIL_PRIORITY })
 	}
 }
 
