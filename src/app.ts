@@ -1,6 +1,7 @@
 import { cors } from '@elysiajs/cors'
 import { Elysia } from 'elysia'
 import type { Config } from './config/env'
+import { DataKeys } from './crypto/data-keys'
 import type { DatabaseHandle } from './db/client'
 import { authGuard } from './http/auth'
 import { clientAddresses, type PeerAddress } from './http/client-ip'
@@ -28,6 +29,8 @@ import { createMailer, sendMailJob } from './mail/mailer'
 import { MailTemplates } from './mail/templates'
 import { emailModule } from './modules/email'
 import { EmailService, MAIL_QUEUE, MAIL_REQUEST_QUEUE } from './modules/email/service'
+import { factorsModule, secondFactorSignIn } from './modules/factors'
+import { FactorsService } from './modules/factors/service'
 import { usersModule } from './modules/users'
 import { UsersService } from './modules/users/service'
 
@@ -40,6 +43,8 @@ export interface AppDeps {
 	counters?: CounterStore
 	/** The socket peer of a request; only for tests under `app.handle`, which has no socket. */
 	peerAddress?: PeerAddress
+	/** Keys of secrets sealed at rest; made from config when not given (the server makes them first, to share a development key with its workers). */
+	dataKeys?: DataKeys
 	/** Mail templates, when already loaded (the server loads them first, to stop on a broken one before anything else). */
 	templates?: MailTemplates
 }
@@ -79,7 +84,7 @@ function corsFor(origins: string[]) {
 }
 
 /** The whole service as an Elysia app; `index.ts` listens, tests call `app.handle`. */
-export function createApp({ config, database, keys, log, counters, peerAddress, templates }: AppDeps) {
+export function createApp({ config, database, keys, log, counters, peerAddress, templates, dataKeys }: AppDeps) {
 	const store = counters ?? createCounterStore(config.rateLimit.redisUrl, log)
 	const routeTable: RouteTable = { routes: [] }
 	const { db } = database
@@ -126,12 +131,23 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		refreshTtlSeconds: config.jwt.refreshTtlSeconds,
 		reuseGraceSeconds: config.jwt.reuseGraceSeconds,
 		sessionsPerUserMax: config.sessions.perUserMax,
+		mfaRequired: config.mfa.required,
+	})
+	const factors = new FactorsService({
+		db,
+		audit,
+		dataKeys: dataKeys ?? DataKeys.from(config.dataKeys, log),
+		// Wrong second-factor codes are counted per account, apart from passwords, with the same settings and store.
+		lockout: new LoginLockout(store, config.lockout, 'mfa-lockout'),
+		settings: config.mfa,
+		sessions: auth,
 	})
 	const users = new UsersService({
 		db,
 		audit,
 		hasher,
 		passwordChecks: auth,
+		stepUp: factors,
 		email,
 		passwordMinLength: config.password.minLength,
 		signupEnabled: config.signupEnabled,
@@ -148,6 +164,8 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		.use(jwks(keys))
 		.use(usersModule({ users, guard, db, audit }))
 		.use(authModule({ auth, guard, jwt: config.jwt }))
+		.use(secondFactorSignIn({ factors, guard, jwt: config.jwt }))
+		.use(factorsModule({ factors, users, guard, jwt: config.jwt }))
 		.use(emailModule({ email }))
 		.use(auditModule({ audit, guard }))
 

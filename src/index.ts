@@ -6,6 +6,7 @@ import { ConfigError, EnvSchema, loadConfig, type Config } from './config/env'
 import { compilePgliteWasm, openDatabase } from './db/client'
 import { migrate } from './db/migrate'
 import { createLogger, type Logger } from './log'
+import { DataKeys } from './crypto/data-keys'
 import { KeyConfigError, loadTokenKeys, type TokenKeys } from './modules/auth/keys'
 import { PasswordHasher } from './modules/auth/password'
 import { BootstrapError, createAdmin, ensureActiveAdmin } from './modules/users/bootstrap'
@@ -136,6 +137,7 @@ async function serve(config: Config, log: Logger): Promise<number> {
 		console.error(`latchkey: configuration: ${error.message}`)
 		return EXIT.failure
 	}
+	const dataKeys = DataKeys.from(config.dataKeys, log)
 	if (config.production && config.mail.smtpUrl === undefined)
 		log.warn('no SMTP_URL: verification, recovery and email change answer 503 mail-unavailable until one is set')
 	const database = await openDatabase(config.database)
@@ -154,10 +156,10 @@ async function serve(config: Config, log: Logger): Promise<number> {
 	if (config.workers > 1 && !process.env[WORKER_MARK]) {
 		// The primary only migrated and bootstrapped; the workers serve.
 		await database.close()
-		return superviseWorkers(config.workers, keys, log)
+		return superviseWorkers(config.workers, keys, dataKeys, log)
 	}
 
-	const app = createApp({ config, database, keys, log, templates }).listen({
+	const app = createApp({ config, database, keys, dataKeys, log, templates }).listen({
 		port: config.port,
 		hostname: config.host,
 		// Workers share the port; the kernel spreads connections among them.
@@ -198,7 +200,7 @@ const WORKER_MARK = 'LATCHKEY_WORKER'
  * each listening on the same port with SO_REUSEPORT, forward SIGTERM/SIGINT
  * to them, and exit once all have stopped (with 1 if any failed).
  */
-async function superviseWorkers(count: number, keys: TokenKeys, log: Logger): Promise<number> {
+async function superviseWorkers(count: number, keys: TokenKeys, dataKeys: DataKeys, log: Logger): Promise<number> {
 	// In a compiled binary the entry is embedded: run the binary itself; otherwise `bun <script>`.
 	const command = isCompiledBinary ? [process.execPath] : [process.execPath, Bun.main]
 	const args = Bun.argv.slice(2)
@@ -209,6 +211,7 @@ async function superviseWorkers(count: number, keys: TokenKeys, log: Logger): Pr
 				[WORKER_MARK]: String(index + 1),
 				// A development secret made up by the primary must be the same in every worker.
 				...(keys.developmentSecret ? { JWT_SECRET: keys.developmentSecret } : {}),
+				...(dataKeys.developmentKey ? { DATA_ENCRYPTION_KEY: dataKeys.developmentKey } : {}),
 			},
 			stdio: ['ignore', 'inherit', 'inherit'],
 		}),

@@ -123,6 +123,19 @@ export const EnvSchema = T.Object({
 	RECOVERY_TTL_SECONDS: positive(3_600, 'lifetime of recovery tokens and codes'),
 	JOB_POLL_SECONDS: positive(1, 'how often each instance looks for due background jobs (mail) queued by another'),
 	JOB_RETRY_SECONDS: positive(10, 'delay before the first retry of a failed job; each next one doubles, up to an hour, for at least 24 hours'),
+	DATA_ENCRYPTION_KEY: T.Optional(
+		T.String({ description: '32 random bytes, base64: encrypts TOTP secrets at rest (AES-256-GCM); required in production, generated (with a warning) in development' }),
+	),
+	DATA_ENCRYPTION_PREVIOUS_KEYS: T.Optional(
+		T.String({ description: 'comma-separated retired DATA_ENCRYPTION_KEY values, still read; a secret under one is re-encrypted with the current key when next used' }),
+	),
+	MFA_REQUIRED: T.Union([T.Literal('off'), T.Literal('admins'), T.Literal('all')], {
+		default: 'off',
+		description: 'who must have a second factor: `off`, `admins`, `all`; without one, a login gets an enrolment-only session',
+	}),
+	WEBAUTHN_RP_ID: T.Optional(T.String({ pattern: '^[a-z0-9.-]+$', description: 'the passkeys\' relying-party ID, a domain (default: the host of APP_URL)' })),
+	WEBAUTHN_RP_NAME: T.Optional(T.String({ minLength: 1, maxLength: 100, description: 'the name authenticators show (default APP_NAME)' })),
+	WEBAUTHN_ORIGINS: T.Optional(T.String({ description: 'comma-separated origins allowed to use passkeys (default: the origin of APP_URL)' })),
 	LATCHKEY_ADMIN_EMAIL: T.Optional(T.String({ description: 'first admin, created on start if no admin exists' })),
 	LATCHKEY_ADMIN_PASSWORD: T.Optional(T.String({ description: 'password of that first admin' })),
 })
@@ -137,7 +150,7 @@ export class ConfigError extends Error {
 	}
 }
 
-const SECRET_NAMES = new Set(['METRICS_TOKEN', 'JWT_SECRET', 'JWT_PRIVATE_KEY', 'JWT_PREVIOUS_PUBLIC_KEYS', 'JWT_PREVIOUS_SECRET', 'LATCHKEY_ADMIN_PASSWORD', 'DATABASE_URL', 'REDIS_URL', 'SMTP_URL'])
+const SECRET_NAMES = new Set(['METRICS_TOKEN', 'JWT_SECRET', 'JWT_PRIVATE_KEY', 'JWT_PREVIOUS_PUBLIC_KEYS', 'JWT_PREVIOUS_SECRET', 'LATCHKEY_ADMIN_PASSWORD', 'DATABASE_URL', 'REDIS_URL', 'SMTP_URL', 'DATA_ENCRYPTION_KEY', 'DATA_ENCRYPTION_PREVIOUS_KEYS'])
 
 /** What a schema expects, in words, for the start-up error line. */
 function expectation(schema: TSchema): string {
@@ -228,8 +241,17 @@ function crossCheck(env: Env): string[] {
 		problems.push('SMTP_URL: required when NODE_ENV=production and EMAIL_VERIFICATION=required (no one could verify an address)')
 	if (production && env.APP_URL === undefined && env.SMTP_URL !== undefined)
 		problems.push('APP_URL: required when NODE_ENV=production and SMTP_URL is set (links in mail point at the frontend)')
+	if (production && env.DATA_ENCRYPTION_KEY === undefined)
+		problems.push('DATA_ENCRYPTION_KEY: required when NODE_ENV=production (32 random bytes, base64: openssl rand -base64 32)')
+	for (const name of ['DATA_ENCRYPTION_KEY', 'DATA_ENCRYPTION_PREVIOUS_KEYS'] as const)
+		if (list(env[name]).some((key) => !isDataKey(key))) problems.push(`${name}: expected 32 bytes in base64 (openssl rand -base64 32)`)
+	for (const origin of list(env.WEBAUTHN_ORIGINS))
+		if (!/^https?:\/\/[^/\s]+$/.test(origin)) problems.push(`WEBAUTHN_ORIGINS: expected origins such as https://app.example.com (got ${JSON.stringify(origin)})`)
 	return problems
 }
+
+/** 32 bytes in standard or URL-safe base64. */
+const isDataKey = (value: string) => /^[A-Za-z0-9+/_-]{43}=?$/.test(value) && Buffer.from(value, 'base64').byteLength === 32
 
 const list = (value: string | undefined) =>
 	(value ?? '')
@@ -294,11 +316,24 @@ function toConfig(env: Env) {
 		metrics: { enabled: env.METRICS_ENABLED || env.METRICS_TOKEN !== undefined, token: env.METRICS_TOKEN },
 		shutdownTimeoutSeconds: env.SHUTDOWN_TIMEOUT_SECONDS,
 		mail: mailConfig(env, production),
+		dataKeys: { current: env.DATA_ENCRYPTION_KEY, previous: list(env.DATA_ENCRYPTION_PREVIOUS_KEYS) },
+		mfa: mfaConfig(env),
 		jobs: { pollSeconds: env.JOB_POLL_SECONDS, retrySeconds: env.JOB_RETRY_SECONDS },
 		bootstrapAdmin:
 			env.LATCHKEY_ADMIN_EMAIL && env.LATCHKEY_ADMIN_PASSWORD
 				? { email: env.LATCHKEY_ADMIN_EMAIL, password: env.LATCHKEY_ADMIN_PASSWORD }
 				: undefined,
+	}
+}
+
+function mfaConfig(env: Env) {
+	const appUrl = new URL(env.APP_URL ?? 'http://localhost:5173')
+	return {
+		required: env.MFA_REQUIRED,
+		rpId: env.WEBAUTHN_RP_ID ?? appUrl.hostname,
+		rpName: env.WEBAUTHN_RP_NAME ?? env.APP_NAME,
+		origins: env.WEBAUTHN_ORIGINS === undefined ? [appUrl.origin] : list(env.WEBAUTHN_ORIGINS),
+		issuer: env.APP_NAME,
 	}
 }
 

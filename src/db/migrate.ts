@@ -11,6 +11,7 @@ import m0007 from '../../drizzle/0007_session_purge.sql' with { type: 'text' }
 import m0008 from '../../drizzle/0008_audit_event_names.sql' with { type: 'text' }
 import m0009 from '../../drizzle/0009_email_flows.sql' with { type: 'text' }
 import m0010 from '../../drizzle/0010_job_priority.sql' with { type: 'text' }
+import m0011 from '../../drizzle/0011_second_factors.sql' with { type: 'text' }
 import type { Database } from './client'
 
 /**
@@ -29,6 +30,7 @@ const MIGRATION_SQL: Record<string, string> = {
 	'0008_audit_event_names': m0008,
 	'0009_email_flows': m0009,
 	'0010_job_priority': m0010,
+	'0011_second_factors': m0011,
 }
 
 export interface Migration {

@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm'
-import { check, index, integer, jsonb, pgTable, smallint, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core'
+import { bigint, boolean, check, index, integer, jsonb, pgTable, smallint, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core'
 
 // IDs are UUIDv7 made by the application (Bun.randomUUIDv7), so PostgreSQL 15 and
 // the embedded PGlite (PostgreSQL 18) behave the same.
@@ -62,6 +62,11 @@ export const sessions = pgTable(
 		revokedAt: timestamp('revoked_at', { withTimezone: true, precision: 3 }),
 		// Access tokens (by jti) of pairs replaced by a refresh retry inside the grace interval.
 		supersededAccessTokenIds: text('superseded_access_token_ids').array().notNull().default(sql`'{}'::text[]`),
+		// How the session was established (RFC 8176 methods) and the assurance level that gives; tokens carry both.
+		amr: text('amr').array().notNull().default(sql`'{pwd}'::text[]`),
+		aal: text('aal', { enum: ['aal1', 'aal2'] }).notNull().default('aal1'),
+		// MFA_REQUIRED applies and the account had no factor: the session serves only enrolment.
+		enrollmentOnly: boolean('enrollment_only').notNull().default(false),
 	},
 	(table) => [
 		index('sessions_user_id_idx').on(table.userId, table.createdAt),
@@ -183,8 +188,90 @@ export const jobs = pgTable(
 	],
 )
 
+/**
+ * Second factors: a TOTP secret (sealed with DATA_ENCRYPTION_KEY, bound to the row's id) or a WebAuthn
+ * credential. A factor is `pending` from enrolment until a code or an attestation proves it.
+ */
+export const factors = pgTable(
+	'factors',
+	{
+		id: uuid('id').primaryKey(),
+		userId: uuid('user_id')
+			.notNull()
+			.references(() => users.id),
+		type: text('type', { enum: ['totp', 'webauthn'] }).notNull(),
+		name: text('name').notNull(),
+		status: text('status', { enum: ['pending', 'active'] }).notNull().default('pending'),
+		createdAt: timestamp('created_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
+		lastUsedAt: timestamp('last_used_at', { withTimezone: true, precision: 3 }),
+		totpSecret: text('totp_secret'),
+		// The time step of the last accepted code: a code of that step or an earlier one is a replay.
+		totpLastStep: bigint('totp_last_step', { mode: 'number' }),
+		credentialId: text('credential_id'),
+		publicKey: text('public_key'),
+		signCount: bigint('sign_count', { mode: 'number' }),
+		transports: text('transports').array(),
+	},
+	(table) => [
+		index('factors_user_id_idx').on(table.userId, table.createdAt),
+		uniqueIndex('factors_credential_id_key').on(table.credentialId),
+		check('factors_type_valid', sql`${table.type} in ('totp', 'webauthn')`),
+		check('factors_status_valid', sql`${table.status} in ('pending', 'active')`),
+	],
+)
+
+/** Single-use recovery codes, by hash; a new set replaces the old. */
+export const recoveryCodes = pgTable(
+	'recovery_codes',
+	{
+		id: uuid('id').primaryKey(),
+		userId: uuid('user_id')
+			.notNull()
+			.references(() => users.id),
+		codeHash: text('code_hash').notNull(),
+		createdAt: timestamp('created_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
+		usedAt: timestamp('used_at', { withTimezone: true, precision: 3 }),
+	},
+	(table) => [uniqueIndex('recovery_codes_user_code_key').on(table.userId, table.codeHash)],
+)
+
+/**
+ * A login half done: the password was right, a second factor is owed. The token is single use and short-lived,
+ * and wrong codes wear it out. A WebAuthn challenge issued for it is kept here too (one at a time).
+ */
+export const mfaTokens = pgTable(
+	'mfa_tokens',
+	{
+		id: uuid('id').primaryKey(),
+		userId: uuid('user_id')
+			.notNull()
+			.references(() => users.id),
+		tokenHash: text('token_hash').notNull(),
+		// The account as the password check saw it: a change since then voids the token.
+		credentialsVersion: integer('credentials_version').notNull(),
+		failures: integer('failures').notNull().default(0),
+		challenge: text('challenge'),
+		expiresAt: timestamp('expires_at', { withTimezone: true, precision: 3 }).notNull(),
+		usedAt: timestamp('used_at', { withTimezone: true, precision: 3 }),
+	},
+	(table) => [uniqueIndex('mfa_tokens_token_hash_key').on(table.tokenHash), index('mfa_tokens_expires_at_idx').on(table.expiresAt)],
+)
+
+/** WebAuthn challenges of registrations (bound to a pending factor) and of passwordless sign-in (bound to nothing). */
+export const webauthnChallenges = pgTable(
+	'webauthn_challenges',
+	{
+		challenge: text('challenge').primaryKey(),
+		purpose: text('purpose', { enum: ['registration', 'passkey'] }).notNull(),
+		factorId: uuid('factor_id').references(() => factors.id, { onDelete: 'cascade' }),
+		expiresAt: timestamp('expires_at', { withTimezone: true, precision: 3 }).notNull(),
+	},
+	(table) => [index('webauthn_challenges_expires_at_idx').on(table.expiresAt)],
+)
+
 export type UserRow = typeof users.$inferSelect
 export type SessionRow = typeof sessions.$inferSelect
 export type AuditEventRow = typeof auditEvents.$inferSelect
 export type EmailTokenRow = typeof emailTokens.$inferSelect
 export type JobRow = typeof jobs.$inferSelect
+export type FactorRow = typeof factors.$inferSelect

@@ -9,6 +9,11 @@ import { AppError, Forbidden } from './problem'
 
 /** Who may call a route: any signed-in account, admins only, or the account named by `:id` (and admins). */
 export type AuthLevel = 'user' | 'admin' | 'self'
+/**
+ * A level, and whether an enrolment-only session (MFA_REQUIRED, no factor yet) may call the route: only
+ * reading one's account, enrolling a factor and logging out may.
+ */
+export type AuthRule = AuthLevel | { level: AuthLevel; duringEnrollment: true }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 const REALM = 'Bearer realm="latchkey"'
@@ -17,6 +22,9 @@ const VERIFIED_TOKENS_KEPT = 10_000
 
 const missingToken = () =>
 	new AppError('unauthorized', 'Send an access token: Authorization: Bearer <token>', { headers: { 'www-authenticate': REALM } })
+
+const enrollmentRequired = () =>
+	new AppError('mfa-enrollment-required', 'Enrol a second factor first: this session serves only enrolment')
 
 const refusedToken = () =>
 	new AppError('invalid-token', 'The access token is invalid, expired or revoked', {
@@ -81,10 +89,12 @@ export const authGuard = ({ db, keys, jwt }: AuthGuardDeps) => {
 	return new Elysia({ name: 'auth-guard', seed: keys.kid })
 		.use(accessTokens(keys, jwt))
 		.macro({
-			auth: (level: AuthLevel) => ({
+			auth: (rule: AuthRule) => ({
 				async resolve({ headers, params, accessTokenVerifier }) {
+					const level = typeof rule === 'string' ? rule : rule.level
 					const caller = await authenticate(headers.authorization, accessTokenVerifier)
 					if (!caller) throw missingToken()
+					if (caller.assurance.enrollmentOnly && typeof rule === 'string') throw enrollmentRequired()
 					if (level === 'admin' && caller.user.role !== 'admin') throw new Forbidden('This requires an admin')
 					if (level === 'self') {
 						const target = (params as { id?: string }).id

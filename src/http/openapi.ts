@@ -210,6 +210,22 @@ export const PROBLEM_DESCRIPTIONS: Record<ProblemKind, { when: string; detail: s
 		when: 'login with a wrong password, an unknown email or a deactivated account: one answer for all three',
 		detail: 'The email or password is incorrect',
 	},
+	'invalid-mfa-token': {
+		when: 'an `mfaToken` that is unknown, used, older than 5 minutes, or worn out by five wrong codes: log in again',
+		detail: 'The MFA token is invalid, used, expired or worn out by wrong codes; log in again',
+	},
+	'invalid-second-factor': {
+		when: 'a TOTP code that is wrong or already used, a recovery code that is wrong or used, or a passkey assertion that does not verify; counts toward the account’s second-factor lockout',
+		detail: 'The code or passkey was not accepted',
+	},
+	'mfa-required': {
+		when: 'the account has an active second factor and this change (password, email, a factor, recovery codes) needs a session that used one (`aal2`)',
+		detail: 'This needs a session signed in with a second factor (aal2): sign in again with your factor',
+	},
+	'mfa-enrollment-required': {
+		when: 'MFA_REQUIRED names this account and it has no factor yet: the session serves only GET /users/me, factor enrolment and logout',
+		detail: 'Enrol a second factor first: this session serves only enrolment',
+	},
 	forbidden: { when: 'signed in, but not allowed to do this (an admin-only route, another user’s account, a role change)', detail: 'You are not allowed to do this' },
 	'not-found': { when: 'no such route, or no such resource', detail: 'The requested resource does not exist' },
 	'method-not-allowed': { when: 'the path exists but not with this method; `Allow` lists the methods', detail: 'PATCH is not allowed here; use GET, PUT, DELETE' },
@@ -235,7 +251,7 @@ export const PROBLEM_DESCRIPTIONS: Record<ProblemKind, { when: string; detail: s
 	'internal-error': { when: 'an unexpected error; the body carries only the request id, the log has the rest', detail: 'An internal error occurred (request id 0193f1c2-7a5e-7c3b-9d2e-5f6a7b8c9d0e)' },
 	'service-unavailable': { when: 'the database is unreachable; `Retry-After` says when to retry', detail: 'The database is unreachable; try again shortly' },
 	'invalid-code': {
-		when: 'a mailed token that is wrong, used or replaced by a newer one, or a code that is wrong, expired or voided (the fifth wrong try voids it): ask for a new mail',
+		when: 'a mailed token that is wrong, used or replaced by a newer one, or a code that is wrong, expired or voided (the fifth wrong try voids it): ask for a new mail; or, activating a factor, a TOTP code or passkey response that does not prove it',
 		detail: 'The token or code is wrong, used or replaced by a newer one; ask for a new mail',
 	},
 	'code-expired': { when: 'a genuine mailed token whose time is up: the frontend can offer a new mail at once', detail: 'The token has expired; ask for a new mail' },

@@ -23,6 +23,13 @@ const EventType = t.Union([
 	t.Literal('password.recovery-requested'),
 	t.Literal('password.reset'),
 	t.Literal('code.rejected'),
+	t.Literal('login.mfa-required'),
+	t.Literal('mfa.failed'),
+	t.Literal('mfa.locked'),
+	t.Literal('factor.enrolled'),
+	t.Literal('factor.activated'),
+	t.Literal('factor.removed'),
+	t.Literal('recovery-codes.generated'),
 ])
 
 export type AuditEventType = typeof EventType.static

@@ -5,6 +5,7 @@ import { requestContext } from '../../http/request-context'
 import { envelope } from '../../http/problem'
 import { Envelope, problemResponses } from '../../http/openapi'
 import { toUserResource } from '../users/service'
+import { FactorModel } from '../factors/model'
 import { AuthModel } from './model'
 import type { AuthService, IssuedSession } from './service'
 
@@ -14,11 +15,11 @@ export interface AuthModuleDeps {
 	jwt: Config['jwt']
 }
 
-export const authModule = ({ auth, guard, jwt }: AuthModuleDeps) =>
-	new Elysia({ name: 'auth', prefix: '/auth', detail: { tags: ['Authentication'] } })
+/** `tokenResponse(issued)`: the body of every sign-in and refresh, with the access token signed. */
+export const tokenResponses = ({ guard, jwt }: Pick<AuthModuleDeps, 'guard' | 'jwt'>) =>
+	new Elysia({ name: 'token-responses' })
 		.use(guard)
-		.use(requestContext)
-		.derive(({ accessTokenSigner }) => ({
+		.derive({ as: 'scoped' }, ({ accessTokenSigner }) => ({
 			/** The response body of login and refresh: the signed pair and the user. */
 			tokenResponse: async (issued: IssuedSession) => ({
 				accessToken: await accessTokenSigner.sign({
@@ -26,6 +27,8 @@ export const authModule = ({ auth, guard, jwt }: AuthModuleDeps) =>
 					sid: issued.sessionId,
 					role: issued.user.role,
 					jti: issued.accessTokenId,
+					amr: issued.assurance.amr,
+					aal: issued.assurance.aal,
 				}),
 				refreshToken: issued.refreshToken,
 				tokenType: 'Bearer' as const,
@@ -34,21 +37,31 @@ export const authModule = ({ auth, guard, jwt }: AuthModuleDeps) =>
 				user: toUserResource(issued.user),
 			}),
 		}))
+
+export const authModule = ({ auth, guard, jwt }: AuthModuleDeps) =>
+	new Elysia({ name: 'auth', prefix: '/auth', detail: { tags: ['Authentication'] } })
+		.use(guard)
+		.use(tokenResponses({ guard, jwt }))
+		.use(requestContext)
 		.post(
 			'/login',
-			async ({ body, client, tokenResponse }) =>
-				envelope(await tokenResponse(await auth.login(body.email, body.password, client)), 'Logged in'),
+			async ({ body, client, tokenResponse }) => {
+				const outcome = await auth.login(body.email, body.password, client)
+				return 'mfaRequired' in outcome
+					? envelope(outcome, 'Password accepted; a second factor is required')
+					: envelope(await tokenResponse(outcome), 'Logged in')
+			},
 			{
 				body: AuthModel.login,
 				response: {
-					200: Envelope(AuthModel.tokens),
+					200: Envelope(t.Union([AuthModel.tokens, FactorModel.secondFactorOwed])),
 					...problemResponses(400, 'invalid-credentials', 413, 415, 422, 'rate-limited', 'login-locked', 503),
 				},
 				detail: {
 					operationId: 'login',
 					summary: 'Log in with email and password',
 					description:
-						'Wrong password, unknown email and a deactivated account all get the same 401, in about the same time.',
+						'Wrong password, unknown email and a deactivated account all get the same 401, in about the same time. For an account with an active second factor, the right password answers `{ mfaRequired: true, mfaToken, methods }` and no tokens: finish with POST /auth/mfa.',
 					security: [],
 				},
 			},
@@ -76,7 +89,7 @@ export const authModule = ({ auth, guard, jwt }: AuthModuleDeps) =>
 				return envelope(null, 'Logged out')
 			},
 			{
-				auth: 'user',
+				auth: { level: 'user', duringEnrollment: true },
 				body: AuthModel.logout,
 				response: { 200: Envelope(t.Null()), ...problemResponses(400, 401, 413, 415, 422, 429, 503) },
 				detail: {

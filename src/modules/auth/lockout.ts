@@ -32,6 +32,8 @@ export class LoginLockout {
 	constructor(
 		private readonly store: CounterStore,
 		private readonly settings: Config['lockout'],
+		/** Keeps apart lockouts that share a store: passwords by email, second factors by account. */
+		private readonly scope = 'lockout',
 	) {}
 
 	get enabled() {
@@ -39,7 +41,7 @@ export class LoginLockout {
 	}
 
 	private key(kind: 'fail' | 'lock', email: string) {
-		return `lockout:${kind}:${new Bun.CryptoHasher('sha256').update(email).digest('hex')}`
+		return `${this.scope}:${kind}:${new Bun.CryptoHasher('sha256').update(email).digest('hex')}`
 	}
 
 	/** Reserves one password check for this email, or throws the login-locked problem. */

@@ -1,12 +1,14 @@
 import { and, eq, isNull, sql } from 'drizzle-orm'
 import type { Database } from '../../db/client'
-import { refreshTokens, sessions, users, type UserRow } from '../../db/schema'
+import type { Config } from '../../config/env'
+import { refreshTokens, sessions, users, type SessionRow, type UserRow } from '../../db/schema'
 import { AppError } from '../../http/problem'
 import { normalizeEmail } from '../users/service'
 import type { AuditLog } from '../audit/service'
 import { isLoginLocked, type LoginLockout, type PasswordAttempt } from './lockout'
 import type { PasswordHasher } from './password'
-import { issueTokenPair, revokeUserSessions, startSession, type Caller, type ClientInfo, type Queryable } from './sessions'
+import { issueMfaToken, mustHaveFactor, secondFactorMethods, type MfaMethod } from '../factors/service'
+import { issueTokenPair, PASSWORD_ONLY, revokeUserSessions, startSession, type Caller, type ClientInfo, type Queryable, type SessionAssurance } from './sessions'
 import { hashRefreshToken } from './tokens'
 
 export interface AuthServiceDeps {
@@ -20,6 +22,8 @@ export interface AuthServiceDeps {
 	reuseGraceSeconds: number
 	/** Live sessions per user; a login beyond it revokes the oldest (0: no cap). */
 	sessionsPerUserMax: number
+	/** MFA_REQUIRED: accounts it names and that have no factor get enrolment-only sessions. */
+	mfaRequired: Config['mfa']['required']
 }
 
 /** What a login or refresh yields before the access token is signed. */
@@ -29,6 +33,15 @@ export interface IssuedSession {
 	refreshToken: string
 	/** The jti to sign the access token with. */
 	accessTokenId: string
+	/** How the session was established: the token's `amr` and `aal`. */
+	assurance: SessionAssurance
+}
+
+/** A login whose password was right on an account with an active factor: no tokens yet. */
+export interface SecondFactorOwed {
+	mfaRequired: true
+	mfaToken: string
+	methods: MfaMethod[]
 }
 
 export type LogoutScope = 'local' | 'others' | 'global'
@@ -56,7 +69,7 @@ export class AuthService {
 	 * email change, or deactivation) that lands between the check and the
 	 * session makes this login fail rather than outlive the change.
 	 */
-	async login(email: string, password: string, client: ClientInfo): Promise<IssuedSession> {
+	async login(email: string, password: string, client: ClientInfo): Promise<IssuedSession | SecondFactorOwed> {
 		const normalized = normalizeEmail(email)
 		const { db, hasher } = this.deps
 		const attempt = await this.reserveAttempt(normalized, client)
@@ -70,7 +83,15 @@ export class AuthService {
 				await this.deps.audit.record('login.failed', client, { subjectId: user.id, details: { email: normalized, reason: 'email-not-verified' } })
 				throw emailNotVerified()
 			}
-			const started = user && valid && user.status === 'active' ? await this.startCheckedSession(user, password, client) : undefined
+			const methods = user && valid && user.status === 'active' ? await secondFactorMethods(this.deps.db, user.id) : []
+			if (user && methods.length > 0) {
+				// The password was right: its failures are forgiven; the second factor has a lockout of its own.
+				await attempt.succeeded()
+				await this.deps.audit.record('login.mfa-required', client, { subjectId: user.id, details: { methods: methods.join(' ') } })
+				return { mfaRequired: true, mfaToken: await issueMfaToken(this.deps.db, user), methods }
+			}
+			const assurance = user && mustHaveFactor(this.deps.mfaRequired, user.role) ? { ...PASSWORD_ONLY, enrollmentOnly: true } : PASSWORD_ONLY
+			const started = user && valid && user.status === 'active' ? await this.startCheckedSession(user, password, client, assurance) : undefined
 			if (!user || !started) {
 				const reason = !user ? 'unknown-email' : !valid ? 'wrong-password' : user.status !== 'active' ? 'deactivated' : 'credentials-changed'
 				await this.recordFailure(attempt, client, { email: normalized, subjectId: user?.id, reason })
@@ -78,7 +99,7 @@ export class AuthService {
 			}
 			await attempt.succeeded()
 			await this.deps.audit.record('login.succeeded', client, { actorId: user.id, subjectId: user.id, details: { sessionId: started.session.id } })
-			return { user, sessionId: started.session.id, refreshToken: started.refreshToken, accessTokenId: started.accessTokenId }
+			return { user, sessionId: started.session.id, refreshToken: started.refreshToken, accessTokenId: started.accessTokenId, assurance }
 		} finally {
 			// A check the database cut short (503) reached no verdict: it must not count toward the lockout.
 			await attempt.release()
@@ -86,13 +107,45 @@ export class AuthService {
 	}
 
 	/** The session of a login whose password was right; undefined when the account changed since it was read. */
-	private async startCheckedSession(user: UserRow, password: string, client: ClientInfo) {
+	private async startCheckedSession(user: UserRow, password: string, client: ClientInfo, assurance: SessionAssurance) {
 		const { db, hasher, refreshTtlSeconds, sessionsPerUserMax } = this.deps
 		// Hashes made with other parameters are replaced now, while the password is known; never inside the transaction.
 		const upgradedHash = hasher.needsRehash(user.passwordHash) ? await hasher.hash(password) : undefined
 		return db.transaction(async (tx) =>
-			(await holdCredentials(tx, user, upgradedHash)) ? startSession(tx, user.id, client, refreshTtlSeconds, sessionsPerUserMax) : undefined,
+			(await holdCredentials(tx, user, upgradedHash)) ? startSession(tx, user.id, client, refreshTtlSeconds, sessionsPerUserMax, assurance) : undefined,
 		)
+	}
+
+	/**
+	 * The session of a sign-in finished by other means than a password here (a second factor, a passkey): on the
+	 * account as it was when the sign-in began (same credentials version, still active), and only if `spend`
+	 * (the code, token or counter the proof used) is still unspent. Undefined when either fails: nothing is written.
+	 */
+	async startSessionFor(
+		userId: string,
+		credentialsVersion: number,
+		assurance: SessionAssurance,
+		client: ClientInfo,
+		spend: (tx: Queryable) => Promise<boolean>,
+	): Promise<IssuedSession | undefined> {
+		const { db, refreshTtlSeconds, sessionsPerUserMax, requireVerifiedEmail } = this.deps
+		const abandoned = Symbol('abandoned')
+		try {
+			return await db.transaction(async (tx) => {
+				const [user] = await tx
+					.select()
+					.from(users)
+					.where(and(eq(users.id, userId), eq(users.credentialsVersion, credentialsVersion), eq(users.status, 'active')))
+					.for('share')
+				if (!user || !(await spend(tx))) throw abandoned
+				if (requireVerifiedEmail && user.emailVerifiedAt === null) throw emailNotVerified()
+				const started = await startSession(tx, user.id, client, refreshTtlSeconds, sessionsPerUserMax, assurance)
+				return { user, sessionId: started.session.id, refreshToken: started.refreshToken, accessTokenId: started.accessTokenId, assurance }
+			})
+		} catch (error) {
+			if (error === abandoned) return undefined
+			throw error
+		}
 	}
 
 	/** Counts a failed password check toward the lockout and audits it, and the lock it starts. */
@@ -142,7 +195,7 @@ export class AuthService {
 
 			if (token.rotatedAt === null) {
 				await tx.update(refreshTokens).set({ rotatedAt: new Date() }).where(eq(refreshTokens.id, token.id))
-				return this.continueSession(tx, user, session.id, token.id, client)
+				return this.continueSession(tx, user, session, token.id, client)
 			}
 			const [live] = await tx
 				.select()
@@ -158,7 +211,7 @@ export class AuthService {
 						.update(sessions)
 						.set({ supersededAccessTokenIds: sql`array_append(${sessions.supersededAccessTokenIds}, ${live.accessTokenId})` })
 						.where(eq(sessions.id, session.id))
-				return this.continueSession(tx, user, session.id, token.id, client)
+				return this.continueSession(tx, user, session, token.id, client)
 			}
 			await tx.update(sessions).set({ revokedAt: sql`now()` }).where(eq(sessions.id, session.id))
 			return { kind: 'reuse' as const, sessionId: session.id, userId: user.id }
@@ -177,10 +230,11 @@ export class AuthService {
 	private async continueSession(
 		tx: Parameters<Parameters<Database['transaction']>[0]>[0],
 		user: UserRow,
-		sessionId: string,
+		session: SessionRow,
 		parentId: string,
 		client: ClientInfo,
 	) {
+		const sessionId = session.id
 		const { refreshToken, accessTokenId } = await issueTokenPair(tx, sessionId, parentId)
 		// Sliding lifetime: each refresh token is good for the refresh TTL from its issue.
 		const now = new Date()
@@ -193,7 +247,8 @@ export class AuthService {
 				userAgent: client.userAgent?.slice(0, 512) ?? null,
 			})
 			.where(eq(sessions.id, sessionId))
-		return { kind: 'issued' as const, issued: { user, sessionId, refreshToken, accessTokenId } }
+		const assurance: SessionAssurance = { amr: session.amr, aal: session.aal, enrollmentOnly: session.enrollmentOnly }
+		return { kind: 'issued' as const, issued: { user, sessionId, refreshToken, accessTokenId, assurance } }
 	}
 
 	async logout(caller: Caller, scope: LogoutScope, client: ClientInfo): Promise<number> {

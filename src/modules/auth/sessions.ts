@@ -11,9 +11,20 @@ export type Queryable = Pick<Database, 'select' | 'insert' | 'update' | 'delete'
 
 export type { ClientInfo }
 
+/** How a session was established: RFC 8176 methods and the assurance level they give. */
+export interface SessionAssurance {
+	amr: string[]
+	aal: 'aal1' | 'aal2'
+	/** MFA_REQUIRED applied and the account had no factor: the session may only enrol one. */
+	enrollmentOnly: boolean
+}
+
+export const PASSWORD_ONLY: SessionAssurance = { amr: ['pwd'], aal: 'aal1', enrollmentOnly: false }
+
 export interface Caller {
 	user: UserRow
 	sessionId: string
+	assurance: SessionAssurance
 }
 
 // Any constant works; it keeps these per-user advisory locks apart from other users of two-key locks.
@@ -34,6 +45,7 @@ export async function startSession(
 	client: ClientInfo,
 	refreshTtlSeconds: number,
 	sessionsPerUserMax: number,
+	assurance: SessionAssurance = PASSWORD_ONLY,
 ): Promise<{ session: SessionRow; refreshToken: string; accessTokenId: string; evictedSessionIds: string[] }> {
 	if (sessionsPerUserMax > 0)
 		await db.execute(sql`select pg_advisory_xact_lock(${SESSION_CAP_LOCK_SPACE}::int, ${userLockKey(userId)}::int)`)
@@ -48,6 +60,7 @@ export async function startSession(
 			expiresAt: new Date(now.getTime() + refreshTtlSeconds * 1000),
 			ip: client.ip,
 			userAgent: client.userAgent?.slice(0, 512) ?? null,
+			...assurance,
 		})
 		.returning()
 	if (!session) throw new Error('session insert returned no row')
@@ -107,7 +120,13 @@ export async function issueTokenPair(db: Queryable, sessionId: string, parentId:
  */
 export function callerFinder(db: Database) {
 	const lookup = db
-		.select({ user: users, supersededAccessTokenIds: sessions.supersededAccessTokenIds })
+		.select({
+			user: users,
+			supersededAccessTokenIds: sessions.supersededAccessTokenIds,
+			amr: sessions.amr,
+			aal: sessions.aal,
+			enrollmentOnly: sessions.enrollmentOnly,
+		})
 		.from(sessions)
 		.innerJoin(users, eq(users.id, sessions.userId))
 		.where(
@@ -125,7 +144,8 @@ export function callerFinder(db: Database) {
 	return async (claims: { sid: string; sub: string; jti: string }): Promise<Caller | undefined> => {
 		const [row] = await lookup.execute({ sid: claims.sid, sub: claims.sub })
 		if (!row || row.supersededAccessTokenIds.includes(claims.jti)) return undefined
-		return { user: row.user, sessionId: claims.sid }
+		const { amr, aal, enrollmentOnly } = row
+		return { user: row.user, sessionId: claims.sid, assurance: { amr, aal, enrollmentOnly } }
 	}
 }
 

@@ -12,6 +12,9 @@ export interface AccessClaims {
 	sid: string
 	role: 'user' | 'admin'
 	jti: string
+	/** RFC 8176 methods of the session's sign-in, and the assurance level they give. */
+	amr: string[]
+	aal: 'aal1' | 'aal2'
 }
 
 /**

@@ -87,7 +87,7 @@ export const usersModule = ({ users, guard, db, audit }: UsersModuleDeps) =>
 				return envelope(toUserResource(id === caller.user.id ? caller.user : await users.get(id)), 'User')
 			},
 			{
-				auth: 'self',
+				auth: { level: 'self', duringEnrollment: true },
 				params: UserModel.idParams,
 				response: { 200: UserEnvelope, ...problemResponses(401, 403, 404, 422, 429) },
 				detail: { operationId: 'getUser', summary: 'Read an account (the user themself, or an admin)' },

@@ -7,6 +7,7 @@ import { passwordProblem, type PasswordHasher } from '../auth/password'
 import type { AuditLog, ClientInfo } from '../audit/service'
 import type { AuthService } from '../auth/service'
 import type { EmailService } from '../email/service'
+import type { FactorsService } from '../factors/service'
 import { revokeUserSessions, type Caller, type Queryable } from '../auth/sessions'
 import type { CreateUserInput, ListUsersQuery, ReplaceUserInput, UserResource } from './model'
 
@@ -33,6 +34,8 @@ export interface UsersServiceDeps {
 	hasher: PasswordHasher
 	/** The lockout and failure audit that every password check goes through (the login's). */
 	passwordChecks: Pick<AuthService, 'reserveAttempt' | 'recordFailure'>
+	/** With an active second factor, users' own password and email changes need an aal2 session. */
+	stepUp: Pick<FactorsService, 'requireStepUp'>
 	/** The mails of sign-up and email change, written in the same transaction as the account. */
 	email: Pick<EmailService, 'verification' | 'onSignUp' | 'onEmailChangeRequested' | 'assertMailAvailable' | 'wake'>
 	passwordMinLength: number
@@ -125,6 +128,7 @@ export class UsersService {
 		const changeWaitsForProof = self && email !== checked.email && this.deps.email.verification !== 'off'
 		if (changeWaitsForProof) this.deps.email.assertMailAvailable()
 		if (input.password !== undefined) this.checkPassword(input.password)
+		if (self && changesCredentials) await this.deps.stepUp.requireStepUp(caller)
 		if (self && changesCredentials) await this.requireCurrentPassword(input.currentPassword, checked, caller, client)
 		const newHash = input.password === undefined ? undefined : await this.deps.hasher.hash(input.password)
 

@@ -1,0 +1,24 @@
+/** Recovery codes, MFA tokens: random strings shown once and stored as digests. */
+
+const BASE32 = 'abcdefghijklmnopqrstuvwxyz234567'
+export const RECOVERY_CODE_COUNT = 10
+
+/** A recovery code: 80 random bits as `xxxx-xxxx-xxxx-xxxx` (256 is a multiple of 32, so `& 31` has no bias). */
+export function newRecoveryCode(): string {
+	const letters = Array.from(crypto.getRandomValues(new Uint8Array(16)), (byte) => BASE32[byte & 31])
+	return [0, 4, 8, 12].map((start) => letters.slice(start, start + 4).join('')).join('-')
+}
+
+/** As typed: case, spaces and dashes do not matter. */
+export const normalizeRecoveryCode = (code: string) => code.toLowerCase().replace(/[\s-]/g, '')
+
+/**
+ * A recovery code's digest, salted with its owner's id. 80 random bits make a slow hash unnecessary: guessing
+ * online is bounded by the lockout, offline by the search space.
+ */
+export const hashRecoveryCode = (userId: string, code: string) =>
+	new Bun.CryptoHasher('sha256').update(`${userId}:${normalizeRecoveryCode(code)}`).digest('hex')
+
+/** An MFA token: 256 random bits, base64url; stored as its SHA-256. */
+export const newMfaToken = () => Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString('base64url')
+export const hashMfaToken = (token: string) => new Bun.CryptoHasher('sha256').update(token).digest('hex')
