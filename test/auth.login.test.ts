@@ -61,6 +61,8 @@ describe('POST /api/auth/login', () => {
 			sub: account.id,
 			sid: expect.stringMatching(UUID),
 			role: 'user',
+			amr: ['pwd'],
+			aal: 'aal1',
 			iat: expect.any(Number),
 			exp: expect.any(Number),
 			jti: expect.stringMatching(UUID),

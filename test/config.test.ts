@@ -5,6 +5,8 @@ import { ConfigError, EnvSchema, loadConfig } from '../src/config/env'
 // Each file sets its own default: bun applies setDefaultTimeout to the file that calls it.
 setDefaultTimeout(30_000)
 
+const DATA_KEY = Buffer.alloc(32, 7).toString('base64')
+
 const problemsOf = (env: Record<string, string>) => {
 	try {
 		loadConfig(env)
@@ -67,14 +69,17 @@ describe('configuration', () => {
 	})
 
 	test('production requires JWT_SECRET', () => {
-		expect(problemsOf({ NODE_ENV: 'production' })).toEqual(['JWT_SECRET: required when NODE_ENV=production (at least 32 bytes)'])
+		expect(problemsOf({ NODE_ENV: 'production' })).toEqual([
+			'JWT_SECRET: required when NODE_ENV=production (at least 32 bytes)',
+			'DATA_ENCRYPTION_KEY: required when NODE_ENV=production (32 random bytes, base64: openssl rand -base64 32)',
+		])
 	})
 
 	test('production turns the docs off and allows no cross-origin callers unless configured', () => {
-		const config = loadConfig({ NODE_ENV: 'production', JWT_SECRET: 'x'.repeat(32) })
+		const config = loadConfig({ NODE_ENV: 'production', JWT_SECRET: 'x'.repeat(32), DATA_ENCRYPTION_KEY: DATA_KEY })
 		expect(config.docsEnabled).toBe(false)
 		expect(config.cors.origins).toEqual([])
-		expect(loadConfig({ NODE_ENV: 'production', JWT_SECRET: 'x'.repeat(32), DOCS_ENABLED: 'true' }).docsEnabled).toBe(true)
+		expect(loadConfig({ NODE_ENV: 'production', JWT_SECRET: 'x'.repeat(32), DATA_ENCRYPTION_KEY: DATA_KEY, DOCS_ENABLED: 'true' }).docsEnabled).toBe(true)
 	})
 
 	test('more than one worker needs PostgreSQL', () => {
@@ -103,6 +108,7 @@ describe('configuration', () => {
 		expect(run.stderr.toString().trim().split('\n')).toEqual([
 			'latchkey: configuration: PORT: expected a whole number from 0 to 65535 (got "x")',
 			'latchkey: configuration: JWT_SECRET: required when NODE_ENV=production (at least 32 bytes)',
+			'latchkey: configuration: DATA_ENCRYPTION_KEY: required when NODE_ENV=production (32 random bytes, base64: openssl rand -base64 32)',
 		])
 	})
 
@@ -110,5 +116,15 @@ describe('configuration', () => {
 		const run = Bun.spawnSync(['bun', join(import.meta.dir, '..', 'src', 'index.ts'), 'frobnicate'])
 		expect(run.exitCode).toBe(2)
 		expect(run.stderr.toString()).toContain("unknown command 'frobnicate'")
+	})
+
+	test('DATA_ENCRYPTION_KEY and its retired keys must be 32 bytes of base64; WEBAUTHN_ORIGINS must be origins', () => {
+		expect(problemsOf({ DATA_ENCRYPTION_KEY: Buffer.alloc(16).toString('base64') })).toEqual(['DATA_ENCRYPTION_KEY: expected 32 bytes in base64 (openssl rand -base64 32)'])
+		expect(problemsOf({ DATA_ENCRYPTION_PREVIOUS_KEYS: `${DATA_KEY}, not-a-key` })).toEqual(['DATA_ENCRYPTION_PREVIOUS_KEYS: expected 32 bytes in base64 (openssl rand -base64 32)'])
+		expect(problemsOf({ WEBAUTHN_ORIGINS: 'https://app.example.com/path' })).toEqual([
+			'WEBAUTHN_ORIGINS: expected origins such as https://app.example.com (got "https://app.example.com/path")',
+		])
+		const config = loadConfig({ DATA_ENCRYPTION_KEY: DATA_KEY, APP_URL: 'https://app.example.com/base', MFA_REQUIRED: 'admins' })
+		expect(config.mfa).toEqual({ required: 'admins', rpId: 'app.example.com', rpName: 'Latchkey', origins: ['https://app.example.com'], issuer: 'Latchkey' })
 	})
 })

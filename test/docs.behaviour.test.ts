@@ -3,7 +3,9 @@ import { openDatabase } from '../src/db/client'
 import { startTestApp, type CallOptions, type CallResult, type TestApp } from './support/app'
 import { exampleOf, isClosedBody } from './support/schema-example'
 import { loggedMail, proofOf } from './support/mail'
-import { PASSWORD, signUpAdmin, uniqueEmail, type Account } from './support/fixtures'
+import { awayFromStepBoundary, enrollTotp, passwordStep, totpCode } from './support/factors'
+import { PASSWORD, signUp, signUpAdmin, uniqueEmail, type Account } from './support/fixtures'
+import { SoftAuthenticator } from './support/soft-authenticator'
 
 /*
  * The OpenAPI document against the server's answers: for every operation it
@@ -62,7 +64,7 @@ const concretePath = (path: string) => path.replace('{id}', 'me').replace(/\{[^}
 
 
 /** Bodies that the operation accepts from this caller: schema examples would sign up a taken email or log in nobody. */
-const OWN_BODIES: Record<string, (caller: Account) => Record<string, unknown> | Promise<Record<string, unknown>>> = {
+const OWN_BODIES: Record<string, (caller: Account) => Record<string, unknown> | undefined | Promise<Record<string, unknown> | undefined>> = {
 	createUser: () => ({ email: uniqueEmail('behaviour'), password: PASSWORD, name: 'Ada Lovelace' }),
 	replaceUser: (caller) => ({ email: caller.email, name: 'Ada Lovelace' }),
 	login: (caller) => ({ email: caller.email, password: PASSWORD }),
@@ -76,15 +78,48 @@ const OWN_BODIES: Record<string, (caller: Account) => Record<string, unknown> | 
 	},
 	resetPassword: async (caller) => {
 		expect((await t.call('POST', '/api/auth/recovery-requests', { json: { email: caller.email } })).status).toBe(202)
-		return { token: proofOf(await loggedMail(t, caller.email)).token, password: 'a brand new passphrase' }
+		return { token: proofOf(await loggedMail(t, caller.email, 10_000, 'recovery')).token, password: 'a brand new passphrase' }
 	},
+	enrollFactor: () => ({ type: 'totp', name: 'Phone' }),
+	// The second-factor steps, each for a fresh account that has the factor (on the app that is up).
+	completeMfa: async () => {
+		const account = await signUp(t)
+		const { secret } = await enrollTotp(t, account)
+		const mfaToken = await passwordStep(t, account.email)
+		await awayFromStepBoundary()
+		return { mfaToken, method: 'totp', code: totpCode(secret, 1) }
+	},
+	createMfaChallenge: async () => {
+		const { account } = await passkeyAccount()
+		return { mfaToken: await passwordStep(t, account.email) }
+	},
+	signInWithPasskey: async () => {
+		const { authenticator } = await passkeyAccount()
+		return { response: authenticator.authenticate((await t.call('POST', '/api/auth/passkey/challenges')).body.data) }
+	},
+	// No body: the caller needs an active factor first.
+	regenerateRecoveryCodes: async (caller) => {
+		if (caller.accessToken) await enrollTotp(t, caller)
+		return undefined
+	},
+}
+
+/** A fresh account with an active passkey on a software authenticator (the app's default RP: localhost, APP_URL's origin). */
+async function passkeyAccount() {
+	const account = await signUp(t)
+	const authenticator = new SoftAuthenticator('http://localhost:5173', 'localhost')
+	const { factor, options } = (await t.call('POST', '/api/users/me/factors', { json: { type: 'webauthn' }, token: account.accessToken })).body.data
+	const activated = await t.call('POST', `/api/users/me/factors/${factor.id}/activation`, { json: { response: authenticator.register(options) }, token: account.accessToken })
+	expect(activated.status).toBe(200)
+	return { account, authenticator }
 }
 
 /** A valid body for an operation that takes one, else undefined. */
 async function validBody({ operation }: Operation, caller: Account): Promise<Record<string, unknown> | undefined> {
-	if (!operation.requestBody) return undefined
 	const own = OWN_BODIES[operation.operationId]
-	return own ? await own(caller) : (exampleOf(operation.requestBody.content['application/json'].schema) as Record<string, unknown>)
+	if (own) return own(caller)
+	if (!operation.requestBody) return undefined
+	return (exampleOf(operation.requestBody.content['application/json'].schema) as Record<string, unknown>)
 }
 
 /**
@@ -260,9 +295,10 @@ describe('the document against the server, for every operation', () => {
 		for (const op of operations()) {
 			const res = await send(t, op, async (caller) => ({ query: op.operation['x-query'] ? '?limit=1' : '', options: { json: await validBody(op, caller) } }))
 			expectDeclared(op, res, 'valid request')
-			// `{sessionId}`: an id nobody has; everything else succeeds.
-			if (!op.path.includes('{sessionId}')) expect({ where: op.where, success: res.status < 300 }).toEqual({ where: op.where, success: true })
-			if (res.status === 201) expect(res.headers.get('location')).toBe(`/api/users/${res.body.data.id}`)
+			// `{sessionId}`, `{factorId}`: an id nobody has; everything else succeeds.
+			if (!/\{(sessionId|factorId)\}/.test(op.path)) expect({ where: op.where, success: res.status < 300 }).toEqual({ where: op.where, success: true })
+			if (res.status === 201 && op.path === '/api/users') expect(res.headers.get('location')).toBe(`/api/users/${res.body.data.id}`)
+			if (res.status === 201 && op.path.endsWith('/factors')) expect(res.headers.get('location')).toMatch(new RegExp(`^/api/users/[0-9a-f-]{36}/factors/${res.body.data.factor.id}$`))
 			if (op.operation['x-query'] && res.body.data?.nextCursor) expect(res.headers.get('link')).toContain('rel="next"')
 		}
 	})

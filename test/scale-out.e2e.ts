@@ -104,6 +104,7 @@ if (TEST_DATABASE_URL && TEST_REDIS_URL) {
 				REDIS_URL: redisUrl,
 				// The same key on every instance, as an operator must set it.
 				JWT_SECRET: Buffer.from(crypto.getRandomValues(new Uint8Array(48))).toString('base64'),
+				DATA_ENCRYPTION_KEY: Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString('base64'),
 				TRUST_PROXY: '127.0.0.1',
 				PASSWORD_HASH_MEMORY_KIB: '1024',
 				PASSWORD_HASH_TIME_COST: '1',

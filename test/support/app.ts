@@ -9,6 +9,7 @@ import { createTestDatabase, type TestDatabase } from './database'
 export const TEST_ENV: Record<string, string> = {
 	NODE_ENV: 'test',
 	JWT_SECRET: `test-${crypto.randomUUID()}-${crypto.randomUUID()}`,
+	DATA_ENCRYPTION_KEY: Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString('base64'),
 	PASSWORD_HASH_MEMORY_KIB: '1024',
 	PASSWORD_HASH_TIME_COST: '1',
 	RATE_LIMIT_MAX: '0',

@@ -145,12 +145,17 @@ export function proofOf(mail: { text: string }): { link: string; token: string; 
 }
 
 /** A mail the service wrote to its log (development and tests without SMTP_URL), waited for. */
-export async function loggedMail(app: { logs: string[] }, to: string, timeoutMs = 10_000): Promise<{ kind: string; to: string; subject: string; text: string }> {
+export async function loggedMail(
+	app: { logs: string[] },
+	to: string,
+	timeoutMs = 10_000,
+	kind?: string,
+): Promise<{ kind: string; to: string; subject: string; text: string }> {
 	const deadline = Date.now() + timeoutMs
 	for (;;) {
 		for (const line of [...app.logs].reverse()) {
 			const { mail } = JSON.parse(line) as { mail?: { kind: string; to: string; subject: string; text: string } }
-			if (mail?.to === to) return mail
+			if (mail?.to === to && (kind === undefined || mail.kind === kind)) return mail
 		}
 		if (Date.now() > deadline) throw new Error(`no mail to ${to} in the log within ${timeoutMs} ms`)
 		await Bun.sleep(20)

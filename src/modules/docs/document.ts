@@ -296,6 +296,11 @@ function cleanSchema(schema: Json): Json {
 		const { anyOf: _members, const: _literal, type: _type, ...annotations } = rest
 		return { ...annotations, type: 'string', enum: literals }
 	}
+	// A boolean literal (`mfaRequired: true`) likewise: a one-value enum.
+	if (typeof rest.const === 'boolean') {
+		const { const: literal, ...annotations } = rest
+		return { ...annotations, type: 'boolean', enum: [literal] }
+	}
 	const cleaned: Json = { ...rest }
 	for (const key of ['items', 'not', 'additionalProperties'])
 		if (typeof cleaned[key] === 'object' && cleaned[key] !== null) cleaned[key] = cleanSchema(cleaned[key])

@@ -1,7 +1,7 @@
 import { Elysia, t } from 'elysia'
 import type { authGuard } from '../../http/auth'
 import { targetUserId } from '../../http/auth'
-import { Envelope, problemResponses } from '../../http/openapi'
+import { Envelope, problemResponses, withResponseHeaders } from '../../http/openapi'
 import { envelope } from '../../http/problem'
 import { requestContext } from '../../http/request-context'
 import type { Config } from '../../config/env'
@@ -57,18 +57,23 @@ export const factorsModule = ({ factors, users, guard }: FactorsModuleDeps) =>
 			'/me/factors',
 			async ({ body, caller, client, set }) => {
 				set.status = 201
+				// Where the factor can be listed and removed.
+				const located = <T extends { factor: FactorRow }>(enrolment: T) => {
+					set.headers.location = `/api/users/${caller.user.id}/factors/${enrolment.factor.id}`
+					return enrolment
+				}
 				if (body.type === 'totp') {
-					const { factor, ...enrolment } = await factors.enrollTotp(caller, body.name, client)
+					const { factor, ...enrolment } = located(await factors.enrollTotp(caller, body.name, client))
 					return envelope({ factor: toFactorResource(factor), ...enrolment }, 'Scan the code, then activate the factor with a code from the app')
 				}
-				const { factor, options } = await factors.enrollWebauthn(caller, body.name, client)
+				const { factor, options } = located(await factors.enrollWebauthn(caller, body.name, client))
 				return envelope({ factor: toFactorResource(factor), options: { ...options } }, 'Create the passkey, then activate the factor with the response')
 			},
 			{
 				auth: ENROLMENT,
 				body: FactorModel.create,
 				response: {
-					201: Envelope(t.Union([FactorModel.totpEnrolment, FactorModel.webauthnEnrolment])),
+					201: withResponseHeaders(Envelope(t.Union([FactorModel.totpEnrolment, FactorModel.webauthnEnrolment])), 'Location'),
 					...problemResponses(400, 401, 'mfa-required', 409, 413, 415, 422, 429),
 				},
 				detail: {

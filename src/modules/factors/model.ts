@@ -83,12 +83,15 @@ export namespace FactorModel {
 	export const recoveryCodes = t.Object({ recoveryCodes: t.Array(t.String(), { description: '10 single-use codes, shown this once; the old set is void' }) })
 
 	export const mfa = t.Union([
-		t.Object({
-			mfaToken: t.String({ minLength: 1, maxLength: 128 }),
-			method: t.Union([t.Literal('totp'), t.Literal('recovery-code')]),
-			code: t.String({ minLength: 1, maxLength: 64, examples: ['123456'] }),
-		}),
-		t.Object({ mfaToken: t.String({ minLength: 1, maxLength: 128 }), method: t.Literal('webauthn'), response: authenticationResponse }),
+		t.Object(
+			{
+				mfaToken: t.String({ minLength: 1, maxLength: 128 }),
+				method: t.Union([t.Literal('totp'), t.Literal('recovery-code')]),
+				code: t.String({ minLength: 1, maxLength: 64, examples: ['123456'] }),
+			},
+			{ additionalProperties: false },
+		),
+		t.Object({ mfaToken: t.String({ minLength: 1, maxLength: 128 }), method: t.Literal('webauthn'), response: authenticationResponse }, { additionalProperties: false }),
 	])
 
 	export const mfaChallengeRequest = t.Object({ mfaToken: t.String({ minLength: 1, maxLength: 128 }) })
@@ -98,7 +101,7 @@ export namespace FactorModel {
 	export const webauthnOptions = WebAuthnOptions
 
 	export const secondFactorOwed = t.Object({
-		mfaRequired: t.Literal(true),
+		mfaRequired: t.Literal(true, { description: 'always `true`: tell this answer from the tokens' }),
 		mfaToken: t.String({ description: 'single use, 5 minutes; give it to POST /auth/mfa with a code or passkey' }),
 		methods: t.Array(t.Union([t.Literal('totp'), t.Literal('webauthn'), t.Literal('recovery-code')])),
 	})
