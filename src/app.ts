@@ -140,6 +140,7 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		// Wrong second-factor codes are counted per account, apart from passwords, with the same settings and store.
 		lockout: new LoginLockout(store, config.lockout, 'mfa-lockout'),
 		settings: config.mfa,
+		log,
 		sessions: auth,
 	})
 	const users = new UsersService({
@@ -186,7 +187,15 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		.onStop(() => store.close())
 		.onStop(() => mailer.close())
 		.use(jobWorker(jobs))
-		.use(sessionUpkeep({ db, log, retentionSeconds: config.sessions.retentionSeconds, metrics: config.metrics.enabled ? metrics : undefined }))
+		.use(
+			sessionUpkeep({
+				db,
+				log,
+				retentionSeconds: config.sessions.retentionSeconds,
+				metrics: config.metrics.enabled ? metrics : undefined,
+				purgeSignInLeftovers: () => factors.purgeExpired(),
+			}),
+		)
 		.use(docs({ enabled: config.docsEnabled, path: DOCS_PATH }))
 		.use(jwks(keys))
 		.use(config.metrics.enabled ? metricsRoute(metrics, config.metrics.token) : new Elysia({ name: 'metrics-disabled' }))

@@ -11,6 +11,8 @@ export interface SessionUpkeepOptions {
 	retentionSeconds: number
 	/** Where the count of live sessions goes; unset when metrics are off, and then nothing is counted. */
 	metrics?: Metrics
+	/** Deletes the other leftovers of signing in (expired MFA tokens and WebAuthn challenges); returns how many went. */
+	purgeSignInLeftovers?: () => Promise<number>
 	purgeIntervalSeconds?: number
 	gaugeIntervalSeconds?: number
 }
@@ -65,6 +67,8 @@ export class SessionUpkeep {
 			if ((step.sessions === 0 && step.refreshTokens === 0) || this.stopRequested) break
 		}
 		if (total.sessions > 0 || total.refreshTokens > 0) this.options.log.info(total, 'purged ended sessions past their retention')
+		const leftovers = (await this.options.purgeSignInLeftovers?.()) ?? 0
+		if (leftovers > 0) this.options.log.info({ expired: leftovers }, 'purged expired MFA tokens and WebAuthn challenges')
 		return total
 	}
 

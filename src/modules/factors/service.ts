@@ -13,6 +13,7 @@ import { UnreadableSecret, type DataKeys } from '../../crypto/data-keys'
 import { sqlState, type Database } from '../../db/client'
 import { factors, mfaTokens, recoveryCodes, sessions, users, webauthnChallenges, type FactorRow, type UserRow } from '../../db/schema'
 import { AppError, Conflict, NotFound } from '../../http/problem'
+import type { Logger } from '../../log'
 import type { AuditLog, ClientInfo } from '../audit/service'
 import type { LoginLockout, PasswordAttempt } from '../auth/lockout'
 import type { AuthService, IssuedSession } from '../auth/service'
@@ -38,6 +39,7 @@ export interface FactorsServiceDeps {
 	/** Wrong second-factor codes per account, apart from the password lockout (same settings, same store). */
 	lockout: LoginLockout
 	settings: Config['mfa']
+	log: Logger
 	/** Starts the session a completed sign-in earns, on the account as it was checked. */
 	sessions: Pick<AuthService, 'startSessionFor'>
 }
@@ -218,7 +220,10 @@ export class FactorsService {
 
 	private async provedTotp(factor: FactorRow, code: string | undefined) {
 		if (code === undefined) throw invalidActivation('code')
-		const secret = await this.openTotpSecret(factor)
+		const secret = await this.openTotpSecret(factor).catch((error: unknown) => {
+			if (!(error instanceof UnreadableSecret)) throw error
+			throw new Conflict('conflict', 'This factor can no longer be read (the encryption key changed); remove it and enrol again')
+		})
 		const step = matchingStep(secret.plaintext, code)
 		if (step === undefined) throw invalidActivation('code')
 		return { totpLastStep: step, ...(secret.resealed ? { totpSecret: secret.resealed } : {}) }
@@ -403,7 +408,12 @@ export class FactorsService {
 				.from(factors)
 				.where(and(eq(factors.userId, token.userId), eq(factors.type, 'totp'), eq(factors.status, 'active')))
 			for (const factor of candidates) {
-				const secret = await this.openTotpSecret(factor).catch(() => undefined)
+				const secret = await this.openTotpSecret(factor).catch((error: unknown) => {
+					if (!(error instanceof UnreadableSecret)) throw error
+					// The operator changed DATA_ENCRYPTION_KEY without keeping the old one: say so, never the secret.
+					this.deps.log.error({ factorId: factor.id }, 'a TOTP secret does not open under DATA_ENCRYPTION_KEY or DATA_ENCRYPTION_PREVIOUS_KEYS')
+					return undefined
+				})
 				const step = secret && matchingStep(secret.plaintext, input.code)
 				if (step === undefined || !secret) continue
 				// A code of a step already used (this one or a later one) is a replay, on any instance.
@@ -512,10 +522,14 @@ export class FactorsService {
 		return issued
 	}
 
-	/** Deletes expired MFA tokens and challenges (a few hundred bytes each; kept no longer than they serve). */
-	async purgeExpired(): Promise<void> {
-		await this.deps.db.delete(mfaTokens).where(lt(mfaTokens.expiresAt, sql`now() - interval '1 day'`))
-		await this.deps.db.delete(webauthnChallenges).where(lt(webauthnChallenges.expiresAt, sql`now()`))
+	/** Deletes expired MFA tokens and challenges: they serve no one once expired. Returns how many went. */
+	async purgeExpired(): Promise<number> {
+		const tokens = await this.deps.db.delete(mfaTokens).where(lt(mfaTokens.expiresAt, sql`now()`)).returning({ id: mfaTokens.id })
+		const challenges = await this.deps.db
+			.delete(webauthnChallenges)
+			.where(lt(webauthnChallenges.expiresAt, sql`now()`))
+			.returning({ challenge: webauthnChallenges.challenge })
+		return tokens.length + challenges.length
 	}
 }
 
