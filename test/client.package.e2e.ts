@@ -85,6 +85,14 @@ interface Tour {
 		wrongCode?: { status: number; type: string }
 		wrongToken?: { status: number; type: string }
 	}
+	factors: {
+		enrolled: { status: number; factorStatus: string; qrCode: boolean; uri: boolean }
+		wrongCode?: { status: number; type: string }
+		listed?: string[]
+		removed: number
+		passkeyChallenge: number
+		madeUpMfa?: { status: number; type: string }
+	}
 	refresh: { status: number; rotated: boolean }
 	problem?: { status: number; type: string; detail: string }
 	pages: { first: string[]; link: string | null; second?: string[] }
@@ -101,6 +109,14 @@ function expectTheTour(tour: Tour, newcomer: { email: string }) {
 		recoveryRequest: 202,
 		wrongCode: { status: 400, type: expect.stringMatching(/\/problems\/invalid-code$/) },
 		wrongToken: { status: 400, type: expect.stringMatching(/\/problems\/invalid-code$/) },
+	})
+	expect(tour.factors).toEqual({
+		enrolled: { status: 201, factorStatus: 'pending', qrCode: true, uri: true },
+		wrongCode: { status: 400, type: expect.stringMatching(/\/problems\/invalid-code$/) },
+		listed: ['pending'],
+		removed: 200,
+		passkeyChallenge: 200,
+		madeUpMfa: { status: 401, type: expect.stringMatching(/\/problems\/invalid-mfa-token$/) },
 	})
 	expect(tour.refresh).toEqual({ status: 200, rotated: true })
 	expect(tour.problem).toEqual({ status: 401, type: expect.stringMatching(/\/problems\/invalid-credentials$/), detail: expect.any(String) })

@@ -21,6 +21,8 @@ export async function tourOfTheApi(baseUrl: string, admin: Account, newcomer: Ac
 
 	const loggedIn = await api.api.auth.login.post(newcomer)
 	if (loggedIn.error) throw new Error(`login: ${loggedIn.error.status}`)
+	// The type makes a frontend handle both answers: tokens, or a second factor owed.
+	if ('mfaRequired' in loggedIn.data.data) throw new Error('login: this account has no second factor')
 	const tokens = loggedIn.data.data
 
 	const me = await api.api.users({ id: 'me' }).get(bearer(tokens.accessToken))
@@ -35,6 +37,19 @@ export async function tourOfTheApi(baseUrl: string, admin: Account, newcomer: Ac
 	const wrongCode = await api.api.auth['email-verifications'].post({ email: newcomer.email, code: '000000' })
 	const wrongToken = await api.api.auth['password-resets'].post({ token: 'not-a-token-from-any-mail', password: 'a brand new passphrase' })
 
+	// Second factors: a TOTP enrolment answers the secret and a QR code; a wrong code does not activate it;
+	// the pending factor is listed and removed; a passkey challenge needs no account; a made-up mfaToken is refused.
+	const enrolled = await api.api.users.me.factors.post({ type: 'totp', name: 'Phone' }, bearer(tokens.accessToken))
+	if (enrolled.error) throw new Error(`enrol: ${enrolled.error.status}`)
+	const enrolment = enrolled.data.data
+	if (!('secret' in enrolment)) throw new Error('enrol: no TOTP secret')
+	const factorId = enrolment.factor.id
+	const wrongTotp = await api.api.users.me.factors({ factorId }).activation.post({ code: '12345' }, bearer(tokens.accessToken))
+	const listed = await api.api.users({ id: 'me' }).factors.get(bearer(tokens.accessToken))
+	const removed = await api.api.users({ id: 'me' }).factors({ factorId }).delete(undefined, bearer(tokens.accessToken))
+	const passkeyChallenge = await api.api.auth.passkey.challenges.post()
+	const madeUpMfa = await api.api.auth.mfa.post({ mfaToken: 'made-up', method: 'totp', code: '123456' })
+
 	const refreshed = await api.api.auth.refresh.post({ refreshToken: tokens.refreshToken })
 	if (refreshed.error) throw new Error(`refresh: ${refreshed.error.status}`)
 	const fresh = refreshed.data.data
@@ -47,6 +62,7 @@ export async function tourOfTheApi(baseUrl: string, admin: Account, newcomer: Ac
 	// An admin pages through the users, two at a time, sorted by email.
 	const adminLogin = await api.api.auth.login.post(admin)
 	if (adminLogin.error) throw new Error(`admin login: ${adminLogin.error.status}`)
+	if ('mfaRequired' in adminLogin.data.data) throw new Error('admin login: a second factor is owed')
 	const asAdmin = bearer(adminLogin.data.data.accessToken)
 	const firstPage = await api.api.users.get({ query: { limit: 2, sort: 'email' }, ...asAdmin })
 	if (firstPage.error) throw new Error(`first page: ${firstPage.error.status}`)
@@ -67,6 +83,14 @@ export async function tourOfTheApi(baseUrl: string, admin: Account, newcomer: Ac
 			recoveryRequest: recoveryAsked.status,
 			wrongCode: wrongCode.error && { status: wrongCode.error.status, type: wrongCode.error.value.type },
 			wrongToken: wrongToken.error && { status: wrongToken.error.status, type: wrongToken.error.value.type },
+		},
+		factors: {
+			enrolled: { status: enrolled.status, factorStatus: enrolment.factor.status, qrCode: enrolment.qrCodeSvg.startsWith('<svg'), uri: enrolment.otpauthUri.startsWith('otpauth://totp/') },
+			wrongCode: wrongTotp.error && { status: wrongTotp.error.status, type: wrongTotp.error.value.type },
+			listed: listed.data?.data.items.map((factor) => factor.status),
+			removed: removed.status,
+			passkeyChallenge: passkeyChallenge.status,
+			madeUpMfa: madeUpMfa.error && { status: madeUpMfa.error.status, type: madeUpMfa.error.value.type },
 		},
 		refresh: { status: refreshed.status, rotated: fresh.refreshToken !== tokens.refreshToken },
 		problem,

@@ -20,6 +20,7 @@ export async function tourWithGeneratedClient(baseUrl: string, admin: Account, n
 
 	const loggedIn = await api.POST('/api/auth/login', { body: newcomer })
 	if (!loggedIn.data) throw new Error(`login: ${loggedIn.response.status}`)
+	if ('mfaRequired' in loggedIn.data.data) throw new Error('login: this account has no second factor')
 	const tokens = loggedIn.data.data
 
 	const me = await api.GET('/api/users/{id}', { params: { path: { id: 'me' } }, headers: bearer(tokens.accessToken) })
@@ -33,6 +34,17 @@ export async function tourWithGeneratedClient(baseUrl: string, admin: Account, n
 	const wrongCode = await api.POST('/api/auth/email-verifications', { body: { email: newcomer.email, code: '000000' } })
 	const wrongToken = await api.POST('/api/auth/password-resets', { body: { token: 'not-a-token-from-any-mail', password: 'a brand new passphrase' } })
 
+	const enrolled = await api.POST('/api/users/me/factors', { body: { type: 'totp', name: 'Phone' }, headers: bearer(tokens.accessToken) })
+	if (!enrolled.data) throw new Error(`enrol: ${enrolled.response.status}`)
+	const enrolment = enrolled.data.data
+	if (!('secret' in enrolment)) throw new Error('enrol: no TOTP secret')
+	const factorId = enrolment.factor.id
+	const wrongTotp = await api.POST('/api/users/me/factors/{factorId}/activation', { params: { path: { factorId } }, body: { code: '12345' }, headers: bearer(tokens.accessToken) })
+	const listed = await api.GET('/api/users/{id}/factors', { params: { path: { id: 'me' } }, headers: bearer(tokens.accessToken) })
+	const removed = await api.DELETE('/api/users/{id}/factors/{factorId}', { params: { path: { id: 'me', factorId } }, headers: bearer(tokens.accessToken) })
+	const passkeyChallenge = await api.POST('/api/auth/passkey/challenges')
+	const madeUpMfa = await api.POST('/api/auth/mfa', { body: { mfaToken: 'made-up', method: 'totp', code: '123456' } })
+
 	const refreshed = await api.POST('/api/auth/refresh', { body: { refreshToken: tokens.refreshToken } })
 	if (!refreshed.data) throw new Error(`refresh: ${refreshed.response.status}`)
 	const fresh = refreshed.data.data
@@ -42,6 +54,7 @@ export async function tourWithGeneratedClient(baseUrl: string, admin: Account, n
 
 	const adminLogin = await api.POST('/api/auth/login', { body: admin })
 	if (!adminLogin.data) throw new Error(`admin login: ${adminLogin.response.status}`)
+	if ('mfaRequired' in adminLogin.data.data) throw new Error('admin login: a second factor is owed')
 	const asAdmin = bearer(adminLogin.data.data.accessToken)
 	const firstPage = await api.GET('/api/users', { params: { query: { limit: 2, sort: 'email' } }, headers: asAdmin })
 	if (!firstPage.data) throw new Error(`first page: ${firstPage.response.status}`)
@@ -61,6 +74,14 @@ export async function tourWithGeneratedClient(baseUrl: string, admin: Account, n
 			recoveryRequest: recoveryAsked.response.status,
 			wrongCode: wrongCode.error && { status: wrongCode.error.status, type: wrongCode.error.type },
 			wrongToken: wrongToken.error && { status: wrongToken.error.status, type: wrongToken.error.type },
+		},
+		factors: {
+			enrolled: { status: enrolled.response.status, factorStatus: enrolment.factor.status, qrCode: enrolment.qrCodeSvg.startsWith('<svg'), uri: enrolment.otpauthUri.startsWith('otpauth://totp/') },
+			wrongCode: wrongTotp.error && { status: wrongTotp.error.status, type: wrongTotp.error.type },
+			listed: listed.data?.data.items.map((factor) => factor.status),
+			removed: removed.response.status,
+			passkeyChallenge: passkeyChallenge.response.status,
+			madeUpMfa: madeUpMfa.error && { status: madeUpMfa.error.status, type: madeUpMfa.error.type },
 		},
 		refresh: { status: refreshed.response.status, rotated: fresh.refreshToken !== tokens.refreshToken },
 		problem: problem && { status: problem.status, type: problem.type, detail: problem.detail },

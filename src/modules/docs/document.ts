@@ -64,6 +64,12 @@ const REASONS: Record<string, string> = { '200': 'OK', '201': 'Created', '204': 
 const TAGS = [
 	{ name: 'Authentication', description: 'Log in, refresh the token pair (rotation), log out.' },
 	{ name: 'Users', description: 'Accounts: sign-up, reading and editing, deactivation, sessions. `{id}` may be `me`.' },
+	{ name: 'Email', description: 'Verification, recovery and email change: mails with a link and a 6-digit code, sent in the background.' },
+	{
+		name: 'Second factors',
+		description:
+			'TOTP apps and passkeys (WebAuthn), recovery codes. A login of an account with an active factor answers `mfaRequired` and an `mfaToken`; POST /auth/mfa finishes it. Tokens carry `amr` (RFC 8176) and `aal`; with an active factor, changing the password or email, removing a factor and new recovery codes need `aal2`.',
+	},
 	{ name: 'Audit', description: 'Security events, for admins.' },
 	{ name: 'Keys', description: 'Public keys that verify access tokens (RFC 7517).' },
 	{ name: 'Health', description: 'Probes; they count against no rate limit.' },
