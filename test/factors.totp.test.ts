@@ -284,7 +284,7 @@ describe('aal2 for sensitive changes once a factor is active', () => {
 	})
 
 	test('at aal1: password change, email change, factor removal, new recovery codes and another factor are refused (403 mfa-required)', async () => {
-		const { account, aal1, factorId } = await accountWithFactor()
+		const { account, aal1, aal2, factorId } = await accountWithFactor()
 		const refusals = [
 			['PUT', '/api/users/me', { email: account.email, name: 'Test User', password: 'another good passphrase', currentPassword: PASSWORD }],
 			['PUT', '/api/users/me', { email: `new-${account.email}`, name: 'Test User', currentPassword: PASSWORD }],
@@ -296,6 +296,10 @@ describe('aal2 for sensitive changes once a factor is active', () => {
 			const res = await t.call(method, path, { json, token: aal1.accessToken })
 			expect(res.body).toEqual(mfaRequiredProblem(path))
 		}
+		// A factor enrolled at aal2 cannot be activated from the aal1 session either.
+		const pending = await t.call('POST', '/api/users/me/factors', { json: { type: 'totp' }, token: aal2.accessToken })
+		const activation = `/api/users/me/factors/${pending.body.data.factor.id}/activation`
+		expect((await t.call('POST', activation, { json: { code: totpCode(pending.body.data.secret) }, token: aal1.accessToken })).body).toEqual(mfaRequiredProblem(activation))
 		// A name change touches no credential: allowed at aal1.
 		expect((await t.call('PUT', '/api/users/me', { json: { email: account.email, name: 'Renamed' }, token: aal1.accessToken })).status).toBe(200)
 	})

@@ -187,6 +187,8 @@ export class FactorsService {
 	async activate(caller: Caller, factorId: string, proof: { code?: string; response?: RegistrationResponseJSON }, client: ClientInfo) {
 		const pending = await this.findOwnFactor(caller.user.id, factorId)
 		if (pending.status !== 'pending') throw new Conflict('conflict', 'This factor is already active')
+		// Adding a way in to an account that has one is as sensitive as removing one.
+		await this.requireStepUp(caller)
 		const proved = pending.type === 'totp' ? await this.provedTotp(pending, proof.code) : await this.provedWebauthn(pending, proof.response)
 		const result = await this.deps.db.transaction(async (tx) => {
 			const [activated] = await tx
