@@ -8,8 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { RedisClient } from 'bun'
-import http from 'node:http'
-import { binaryFolder, startBinary, type BinaryFolder, type RunningBinary } from './support/binary'
+import { binaryFolder, client, requestFrom as request, startBinary, type Answer, type BinaryFolder, type RunningBinary } from './support/binary'
 
 // Each file sets its own default: bun applies setDefaultTimeout to the file that calls it.
 setDefaultTimeout(60_000)
@@ -26,49 +25,9 @@ const BUDGETS = {
 	METRICS_TOKEN,
 }
 
+// Marks for this run's forwarded addresses and names (the socket addresses come from `client()`).
 const run = 1 + Math.floor(Math.random() * 250)
 let next = 1
-/** A loopback address no other client of this run (or, very likely, of another run) uses. */
-const client = () => `127.${run}.${Math.floor(next / 250)}.${(next++ % 250) + 1}`
-
-interface Answer {
-	status: number
-	headers: http.IncomingHttpHeaders
-	body: string
-}
-
-/** One HTTP request whose socket is bound to `from`: the service's peer is that address. */
-function request(
-	base: string,
-	from: string,
-	method: string,
-	path: string,
-	{ json, headers = {} }: { json?: unknown; headers?: Record<string, string> } = {},
-): Promise<Answer> {
-	const url = new URL(path, base)
-	const body = json === undefined ? undefined : JSON.stringify(json)
-	return new Promise((resolve, reject) => {
-		const outgoing = http.request(
-			{
-				host: url.hostname,
-				port: url.port,
-				path: url.pathname + url.search,
-				method,
-				localAddress: from,
-				agent: false,
-				headers: { ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
-			},
-			(incoming) => {
-				let text = ''
-				incoming.setEncoding('utf8')
-				incoming.on('data', (chunk: string) => (text += chunk))
-				incoming.on('end', () => resolve({ status: incoming.statusCode ?? 0, headers: incoming.headers, body: text }))
-			},
-		)
-		outgoing.on('error', reject)
-		outgoing.end(body)
-	})
-}
 
 const badLogin = (base: string, from: string, headers?: Record<string, string>) =>
 	request(base, from, 'POST', '/api/auth/login', { json: { email: 'nobody@example.test', password: 'not a password at all' }, headers })

@@ -5,6 +5,7 @@
  */
 import { copyFileSync, existsSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
+import http from 'node:http'
 import { join } from 'node:path'
 
 const BUILT = join(import.meta.dir, '..', '..', 'dist', 'latchkey')
@@ -76,3 +77,47 @@ export const jsonPost = (body: unknown, headers: Record<string, string> = {}) =>
 	headers: { 'content-type': 'application/json', ...headers },
 	body: JSON.stringify(body),
 })
+
+const run = 1 + Math.floor(Math.random() * 250)
+let next = 1
+/** A loopback address no other client of this run (or, very likely, of another run) uses. */
+export const client = () => `127.${run}.${Math.floor(next / 250)}.${(next++ % 250) + 1}`
+
+export interface Answer {
+	status: number
+	headers: http.IncomingHttpHeaders
+	body: string
+}
+
+/** One HTTP request whose socket is bound to `from`: the service's peer is that address. */
+export function requestFrom(
+	base: string,
+	from: string,
+	method: string,
+	path: string,
+	{ json, headers = {} }: { json?: unknown; headers?: Record<string, string> } = {},
+): Promise<Answer> {
+	const url = new URL(path, base)
+	const body = json === undefined ? undefined : JSON.stringify(json)
+	return new Promise((resolve, reject) => {
+		const outgoing = http.request(
+			{
+				host: url.hostname,
+				port: url.port,
+				path: url.pathname + url.search,
+				method,
+				localAddress: from,
+				agent: false,
+				headers: { ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
+			},
+			(incoming) => {
+				let text = ''
+				incoming.setEncoding('utf8')
+				incoming.on('data', (chunk: string) => (text += chunk))
+				incoming.on('end', () => resolve({ status: incoming.statusCode ?? 0, headers: incoming.headers, body: text }))
+			},
+		)
+		outgoing.on('error', reject)
+		outgoing.end(body)
+	})
+}
