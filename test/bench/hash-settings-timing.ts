@@ -95,6 +95,7 @@ async function startService(databaseUrl: string, settings: HashSettings, workDir
 			HOME: workDir,
 			NODE_ENV: 'production',
 			JWT_SECRET,
+			DATA_ENCRYPTION_KEY: Buffer.alloc(32, 'latchkey-bench').toString('base64'),
 			DATABASE_URL: databaseUrl,
 			HOST: '127.0.0.1',
 			PORT: String(port),

@@ -5,7 +5,8 @@
  * prints one LoadResult as JSON on the last line of stdout.
  */
 import autocannon, { type Request } from 'autocannon'
-import { loadResult, type BenchSession, type LoadSpec, type Workload } from './workload'
+import { Secret, TOTP } from 'otpauth'
+import { loadResult, type BenchSession, type LoadSpec, type PendingMfa, type Workload } from './workload'
 
 type Requests = NonNullable<autocannon.Options['requests']>
 
@@ -36,7 +37,7 @@ function sessionFrom(body: string): BenchSession | undefined {
 }
 
 /** autocannon's request hooks for a workload, plus where captured sessions land. */
-function requestsFor(workload: Workload, captured: BenchSession[]): Requests {
+function requestsFor(workload: Workload, captured: BenchSession[], pendingMfa: PendingMfa[]): Requests {
 	switch (workload.kind) {
 		case 'login': {
 			const { users, password } = workload
@@ -105,6 +106,44 @@ function requestsFor(workload: Workload, captured: BenchSession[]): Requests {
 				},
 			]
 		}
+		case 'password-step': {
+			const { users, password } = workload
+			let next = 0
+			return [
+				{
+					method: 'POST',
+					path: '/api/auth/login',
+					headers: JSON_HEADERS,
+					setupRequest: (request: Request, context: object) => {
+						const user = users[next++ % users.length] as number
+						// autocannon hands each request's response the context its setup wrote in.
+						Object.assign(context, { user })
+						return { ...request, body: JSON.stringify({ email: `user${user}@example.test`, password }) }
+					},
+					onResponse: (status: number, body: string, context: object) => {
+						const mfaToken = status === 200 ? (JSON.parse(body) as { data?: { mfaToken?: string } }).data?.mfaToken : undefined
+						const { user } = context as { user?: number }
+						if (mfaToken && user !== undefined) pendingMfa.push({ user, mfaToken })
+					},
+				},
+			]
+		}
+		case 'mfa': {
+			const pending = [...workload.pending]
+			return [
+				{
+					method: 'POST',
+					path: '/api/auth/mfa',
+					headers: JSON_HEADERS,
+					setupRequest: (request: Request) => {
+						const next = pending.pop()
+						// The code the account's app shows at this moment, computed as the app would.
+						const code = next?.secret ? new TOTP({ secret: Secret.fromBase32(next.secret) }).generate() : '000000'
+						return { ...request, body: JSON.stringify({ mfaToken: next?.mfaToken ?? 'exhausted', method: 'totp', code }) }
+					},
+				},
+			]
+		}
 		case 'mixed': {
 			const { sessions, adminToken } = workload
 			let next = 0
@@ -136,6 +175,7 @@ async function main() {
 	if (!specPath) throw new Error('usage: bun test/bench/load.ts <spec.json>')
 	const spec = (await Bun.file(specPath).json()) as LoadSpec
 	const captured: BenchSession[] = []
+	const pendingMfa: PendingMfa[] = []
 	const started = performance.now()
 	const result = await autocannon({
 		url: spec.url,
@@ -143,11 +183,11 @@ async function main() {
 		duration: spec.duration,
 		amount: spec.amount,
 		timeout: 30,
-		requests: requestsFor(spec.workload, captured),
+		requests: requestsFor(spec.workload, captured, pendingMfa),
 	})
 	// autocannon reports whole seconds, which overstates short `amount` runs; the wall clock does not.
 	const seconds = (performance.now() - started) / 1000
-	process.stdout.write(`${JSON.stringify(loadResult(result, seconds, captured))}\n`)
+	process.stdout.write(`${JSON.stringify(loadResult(result, seconds, captured, pendingMfa))}\n`)
 }
 
 await main()

@@ -7,9 +7,10 @@
  *   bun run bench [--users 1000000] [--seconds 10] [--connections 50] [--reseed]
  *                 [--memory-requests 100000] [--memory-round 50000] [--logout-pool 300] [--skip-build]
  *                 [--server postgres://postgres@127.0.0.1:5432/postgres] [--database latchkey_bench]
- *                 [--mail-count 2000] [--only mail]
+ *                 [--mail-count 2000] [--only mail|mfa]
  *
- * `--only mail` runs the mail section alone (test/bench/mail.ts), with no start-up, hashing or other scenario.
+ * `--only mail` runs the mail section alone (test/bench/mail.ts), `--only mfa` the second-factor one
+ * (test/bench/mfa.ts), with no start-up, hashing or other scenario.
  *
  * Speed goals live here and only here; `bun test` never times anything.
  */
@@ -21,6 +22,7 @@ import postgres from 'postgres'
 import { prepareDatabase, rowNearEnd, SEED_PASSWORD } from './database'
 import { cpuSeconds, rssMiB, RssWatch } from './proc'
 import { describeMail, mailSection, type MailFigures } from './mail'
+import { describeMfa, mfaSection, type MfaFigures } from './mfa'
 import { measureStartups, type StartupFigures } from './startup'
 import { runLoadGenerator, type BenchSession, type LoadResult, type LoadSpec, type Workload } from './workload'
 
@@ -28,6 +30,8 @@ const ROOT = join(import.meta.dir, '..', '..')
 const ARTIFACTS = join(ROOT, 'test-artifacts')
 const BINARY = join(ROOT, 'dist', 'latchkey')
 const JWT_SECRET = 'latchkey-bench-signing-secret-of-more-than-32-bytes'
+/** Fixed, like the JWT secret, so that what one start sealed (TOTP secrets) opens after the next. */
+const DATA_ENCRYPTION_KEY = Buffer.alloc(32, 'latchkey-bench').toString('base64')
 const ADMIN = { email: 'bench-admin@example.test', password: 'bench admin password 2026' }
 // The service's defaults (src/config/env.ts); the hashing limit must be measured at the cost the service uses.
 const HASH = { memoryCost: 65536, timeCost: 2 }
@@ -68,7 +72,7 @@ const MEMORY_ROUND = args['memory-round'] === undefined ? Math.ceil(MEMORY_REQUE
 const LOGOUT_POOL = whole('logout-pool', 10)
 /** Mails the outbox scenario queues at once. */
 const MAIL_COUNT = whole('mail-count', 10)
-if (args.only !== undefined && args.only !== 'mail') throw new Error('--only takes: mail')
+if (args.only !== undefined && args.only !== 'mail' && args.only !== 'mfa') throw new Error('--only takes: mail, mfa')
 const CORES = navigator.hardwareConcurrency
 /** Sessions for the reads: more than connections, so that requests spread over users and pages. */
 const READ_POOL = Math.max(64, CONNECTIONS)
@@ -131,6 +135,7 @@ async function startService(databaseUrl: string, workers: '1' | 'auto', extra: {
 			HOME: ARTIFACTS,
 			NODE_ENV: 'production',
 			JWT_SECRET,
+			DATA_ENCRYPTION_KEY,
 			DATABASE_URL: databaseUrl,
 			DATABASE_POOL_MAX: String(POOL_MAX),
 			HOST: '127.0.0.1',
@@ -367,7 +372,7 @@ async function main() {
 		const build = Bun.spawnSync([process.execPath, 'run', 'build'], { cwd: ROOT, stdout: 'ignore', stderr: 'pipe' })
 		if (build.exitCode !== 0) throw new Error(`build failed: ${build.stderr.toString()}`)
 	}
-	if (args.only === 'mail') return mailOnly(startedAt, machine)
+	if (args.only === 'mail' || args.only === 'mfa') return sectionOnly(args.only, startedAt, machine)
 
 	log('measuring start-up on the embedded database')
 	const embeddedStartup = await measureStartups(5, await freePort())
@@ -539,6 +544,7 @@ async function main() {
 	}
 
 	await runMail(database.url, rows, extra)
+	await runMfa(database.url, rows, extra)
 	await finish({ startedAt, machine, database, hashing, memory, rows, extra })
 }
 
@@ -562,14 +568,34 @@ async function runMail(databaseUrl: string, rows: Row[], extra: Record<string, u
 	extra.mail = mail.figures
 }
 
-/** `--only mail`: the database and the mail section, nothing else. */
-async function mailOnly(startedAt: Date, machine: Awaited<ReturnType<typeof machineNotes>>) {
+/** 9. Second factors (test/bench/mfa.ts): what POST /auth/mfa with TOTP adds to a login beyond the password hash. */
+async function runMfa(databaseUrl: string, rows: Row[], extra: Record<string, unknown>) {
+	log('9. second factors')
+	const mfa = await mfaSection<Measured, Row>({
+		databaseUrl,
+		artifacts: ARTIFACTS,
+		users: USERS,
+		seconds: SECONDS,
+		connections: LOGIN_CONNECTIONS,
+		password: SEED_PASSWORD,
+		dataEncryptionKey: DATA_ENCRYPTION_KEY,
+		log,
+		measure,
+		row,
+		startService: (env, name) => startService(databaseUrl, '1', { env, name }),
+	})
+	rows.push(...mfa.rows)
+	extra.mfa = mfa.figures
+}
+
+/** `--only mail` or `--only mfa`: the database and that section, nothing else. */
+async function sectionOnly(section: 'mail' | 'mfa', startedAt: Date, machine: Awaited<ReturnType<typeof machineNotes>>) {
 	log(`preparing database ${args.database} with ${USERS} users`)
 	const database = await prepareDatabase(args.server, args.database, USERS, args.reseed)
 	log(database.seeded === 'created' ? `seeded in ${database.seedSeconds.toFixed(0)} s` : 'reused the existing seed')
 	const rows: Row[] = []
 	const extra: Record<string, unknown> = {}
-	await runMail(database.url, rows, extra)
+	await (section === 'mail' ? runMail : runMfa)(database.url, rows, extra)
 	await finish({ startedAt, machine, database, rows, extra })
 }
 
@@ -659,6 +685,8 @@ function printTable(report: { extra: Record<string, unknown>; options: { users: 
 	if (plan) console.log(`q-filtered page plan: ${plan[0]?.trim()} … ${plan.find((line) => /Filter|Scan/.test(line))?.trim()} · ${plan.at(-1)?.trim()}`)
 	const mail = report.extra.mail as MailFigures | undefined
 	if (mail) for (const line of describeMail(mail)) console.log(line)
+	const mfa = report.extra.mfa as MfaFigures | undefined
+	if (mfa) for (const line of describeMfa(mfa)) console.log(line)
 }
 
 await main()

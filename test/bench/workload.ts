@@ -28,6 +28,17 @@ export type Workload =
 	 * exercised too — a leak usually hides in one of them.
 	 */
 	| { kind: 'mixed'; sessions: BenchSession[]; adminToken: string }
+	/** POST /api/auth/login as these seeded users in turn (accounts with a TOTP factor): each answer's mfaToken is kept. */
+	| { kind: 'password-step'; users: number[]; password: string }
+	/** POST /api/auth/mfa, each request with an mfaToken of its own and the code its account's app shows now (run with `amount`). */
+	| { kind: 'mfa'; pending: PendingMfa[] }
+
+/** A login that owes its second factor: the token, and the TOTP secret of its account. */
+export interface PendingMfa {
+	user: number
+	mfaToken: string
+	secret?: string
+}
 
 export interface LoadSpec {
 	url: string
@@ -55,6 +66,8 @@ export interface LoadResult {
 	statusCodes: Record<string, number>
 	/** Sessions issued by login responses, when asked for. */
 	captured: BenchSession[]
+	/** mfaTokens answered by password steps. */
+	pendingMfa?: PendingMfa[]
 }
 
 /** An autocannon result as a LoadResult: 2xx per second of wall clock (autocannon's own seconds are whole ones). */
@@ -62,6 +75,7 @@ export function loadResult(
 	result: import('autocannon').Result,
 	seconds: number,
 	captured: BenchSession[] = [],
+	pendingMfa: PendingMfa[] = [],
 ): LoadResult {
 	const statusCodes: Record<string, number> = {}
 	for (const [code, stats] of Object.entries(result.statusCodeStats ?? {})) statusCodes[code] = stats.count ?? 0
@@ -81,6 +95,7 @@ export function loadResult(
 		timeouts: result.timeouts,
 		statusCodes,
 		captured,
+		pendingMfa,
 	}
 }
 
