@@ -81,6 +81,21 @@ describe('without TRUST_PROXY, in memory: each socket peer has its own budgets',
 		expect(await statuses([client(), client(), client()].map((from) => badLogin(service.base, from)))).toEqual([401, 401, 401])
 	})
 
+	test('the mail routes and code guesses spend the same /auth budget, per client: fired in parallel, three pass', async () => {
+		const guesser = client()
+		const mailRoutes = [
+			() => request(service.base, guesser, 'POST', '/api/auth/recovery-requests', { json: { email: 'victim@example.test' } }),
+			() => request(service.base, guesser, 'POST', '/api/auth/password-resets', { json: { email: 'victim@example.test', code: '123456', password: 'a guessed passphrase' } }),
+			() => request(service.base, guesser, 'POST', '/api/auth/email-verifications', { json: { email: 'victim@example.test', code: '654321' } }),
+			() => request(service.base, guesser, 'POST', '/api/auth/mfa', { json: { mfaToken: 'guessed', method: 'totp', code: '123456' } }),
+		]
+		const answers = await statuses(Array.from({ length: 12 }, (_, i) => (mailRoutes[i % 4] as () => Promise<Answer>)()))
+		expect(answers.filter((status) => status === 429)).toHaveLength(9)
+		expect(answers.filter((status) => status !== 429).every((status) => [202, 400, 401].includes(status))).toBe(true)
+		// Another address still has its whole budget.
+		expect((await request(service.base, client(), 'POST', '/api/auth/recovery-requests', { json: { email: 'victim@example.test' } })).status).toBe(202)
+	})
+
 	test('the general budget is per client too', async () => {
 		const greedy = client()
 		expect(await inTurn(6, () => request(service.base, greedy, 'GET', '/api/users/me'))).toEqual([401, 401, 401, 401, 401, 429])
