@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { eq } from 'drizzle-orm'
-import { factors } from '../src/db/schema'
+import { factors, webauthnChallenges } from '../src/db/schema'
 import { problem, startTestApp, type TestApp } from './support/app'
 import { jwtPayload, PASSWORD, signUp, type Account } from './support/fixtures'
 import { SoftAuthenticator } from './support/soft-authenticator'
@@ -102,6 +102,16 @@ describe('signing in with a passkey alone', () => {
 		expect((await t.call('POST', '/api/auth/passkey', { json: { response: counted } })).status).toBe(200)
 		const clone = authenticator.authenticate(await passkeyOptions(), { signCount: 5 })
 		expect((await t.call('POST', '/api/auth/passkey', { json: { response: clone } })).status).toBe(401)
+	})
+
+	test('a challenge older than 5 minutes signs nobody in', async () => {
+		const { authenticator } = await accountWithPasskey()
+		const options = await passkeyOptions()
+		await t.database.handle.db
+			.update(webauthnChallenges)
+			.set({ expiresAt: new Date(Date.now() - 1000) })
+			.where(eq(webauthnChallenges.challenge, options.challenge))
+		expect((await t.call('POST', '/api/auth/passkey', { json: { response: authenticator.authenticate(options) } })).status).toBe(401)
 	})
 
 	test('a removed passkey, a deactivated account and an unknown challenge sign nobody in', async () => {

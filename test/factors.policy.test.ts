@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
+import { RedisCounterStore } from '../src/http/counters'
+import { createLogger } from '../src/log'
 import { problem, startTestApp, type TestApp } from './support/app'
 import { createTestDatabase, type TestDatabase } from './support/database'
 import { awayFromStepBoundary, completeWithTotp, enrollTotp, passwordStep, totpCode } from './support/factors'
@@ -56,6 +58,30 @@ describe('the second-factor lockout (LOCKOUT_THRESHOLD=3)', () => {
 		expect(results.filter((res) => res.status === 429)).toHaveLength(17)
 	})
 })
+
+const TEST_REDIS_URL = process.env.TEST_REDIS_URL?.trim() || undefined
+if (TEST_REDIS_URL)
+	describe('the second-factor lockout in Redis', () => {
+		test('two instances share it: wrong codes at one lock /auth/mfa at the other', async () => {
+			const prefix = `latchkey-test-${crypto.randomUUID()}:`
+			const stores = [0, 1].map(() => new RedisCounterStore(TEST_REDIS_URL, createLogger('silent'), prefix))
+			const env = { LOCKOUT_THRESHOLD: '3' }
+			const [a, b] = [await startTestApp(env, database, { counters: stores[0] }), await startTestApp(env, database, { counters: stores[1] })] as [TestApp, TestApp]
+			try {
+				const account = await signUp(a)
+				const { secret } = await enrollTotp(a, account)
+				for (const instance of [a, b, a]) expect((await completeWithTotp(instance, await passwordStep(instance, account.email), '000000')).status).toBe(401)
+				await awayFromStepBoundary()
+				const locked = await completeWithTotp(b, await passwordStep(b, account.email), totpCode(secret, 1))
+				expect(locked.status).toBe(429)
+				expect(locked.body.type).toEndWith('/login-locked')
+			} finally {
+				await a.close()
+				await b.close()
+				for (const store of stores) await store.close()
+			}
+		})
+	})
 
 describe('MFA_REQUIRED=admins', () => {
 	let t: TestApp
