@@ -42,7 +42,7 @@ const attempt = (t: TestApp, email: string, password = WRONG) => t.call('POST', 
 
 async function storedHash(database: TestDatabase, email: string): Promise<string> {
 	const [row] = await database.handle.db.select({ hash: users.passwordHash }).from(users).where(eq(users.email, email))
-	if (!row) throw new Error(`no account ${email}`)
+	if (!row?.hash) throw new Error(`no account ${email} with a password`)
 	return row.hash
 }
 

@@ -17,7 +17,8 @@ export const users = pgTable(
 		name: text('name').notNull().default(''),
 		role: text('role', { enum: ['user', 'admin'] }).notNull().default('user'),
 		status: text('status', { enum: ['active', 'deactivated'] }).notNull().default('active'),
-		passwordHash: text('password_hash').notNull(),
+		// Null for an account created through an identity provider, until recovery by email sets a password.
+		passwordHash: text('password_hash'),
 		// Bumped by every change of what signs the user in (password, email, status), so that a login
 		// that verified against an older state cannot start a session after the change (compare-and-swap).
 		credentialsVersion: integer('credentials_version').notNull().default(0),
@@ -267,6 +268,64 @@ export const webauthnChallenges = pgTable(
 		expiresAt: timestamp('expires_at', { withTimezone: true, precision: 3 }).notNull(),
 	},
 	(table) => [index('webauthn_challenges_expires_at_idx').on(table.expiresAt)],
+)
+
+/** Accounts at identity providers (OpenID Connect) that sign in to a local account: one per (provider, subject). */
+export const identities = pgTable(
+	'identities',
+	{
+		id: uuid('id').primaryKey(),
+		provider: text('provider').notNull(),
+		subject: text('subject').notNull(),
+		// The address the provider gave when the identity was linked (for display; never used to sign in).
+		email: text('email'),
+		userId: uuid('user_id')
+			.notNull()
+			.references(() => users.id),
+		createdAt: timestamp('created_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
+	},
+	(table) => [uniqueIndex('identities_provider_subject_key').on(table.provider, table.subject), index('identities_user_id_idx').on(table.userId)],
+)
+
+/**
+ * A sign-in at a provider in progress, from the redirect to the provider until its callback: found by the
+ * digest of `state`, bound to the browser that started it (the digest of a cookie), single use, 10 minutes.
+ */
+export const oidcFlows = pgTable(
+	'oidc_flows',
+	{
+		id: uuid('id').primaryKey(),
+		stateHash: text('state_hash').notNull(),
+		browserHash: text('browser_hash').notNull(),
+		provider: text('provider').notNull(),
+		nonce: text('nonce').notNull(),
+		// The PKCE verifier towards the provider: needed once, at the callback.
+		providerVerifier: text('provider_verifier').notNull(),
+		redirectTo: text('redirect_to').notNull(),
+		// The frontend's PKCE challenge: the one-time code it gets back is bound to it.
+		codeChallenge: text('code_challenge').notNull(),
+		expiresAt: timestamp('expires_at', { withTimezone: true, precision: 3 }).notNull(),
+		usedAt: timestamp('used_at', { withTimezone: true, precision: 3 }),
+	},
+	(table) => [uniqueIndex('oidc_flows_state_hash_key').on(table.stateHash), index('oidc_flows_expires_at_idx').on(table.expiresAt)],
+)
+
+/** The one-time code a provider sign-in hands the frontend: 60 seconds, single use, bound to its PKCE challenge. */
+export const signInCodes = pgTable(
+	'sign_in_codes',
+	{
+		id: uuid('id').primaryKey(),
+		codeHash: text('code_hash').notNull(),
+		userId: uuid('user_id')
+			.notNull()
+			.references(() => users.id),
+		credentialsVersion: integer('credentials_version').notNull(),
+		provider: text('provider').notNull(),
+		codeChallenge: text('code_challenge').notNull(),
+		expiresAt: timestamp('expires_at', { withTimezone: true, precision: 3 }).notNull(),
+		usedAt: timestamp('used_at', { withTimezone: true, precision: 3 }),
+	},
+	(table) => [uniqueIndex('sign_in_codes_code_hash_key').on(table.codeHash), index('sign_in_codes_expires_at_idx').on(table.expiresAt)],
 )
 
 export type UserRow = typeof users.$inferSelect

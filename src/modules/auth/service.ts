@@ -76,7 +76,8 @@ export class AuthService {
 		try {
 			const [user] = await db.select().from(users).where(eq(users.email, normalized))
 			// The same argon2 work for an unknown email and for any stored hash's parameters: time tells nothing.
-			const valid = await hasher.verifyForLogin(password, user?.passwordHash)
+			// An account without a password (made through an identity provider) costs the same work and is refused.
+			const valid = await hasher.verifyForLogin(password, user?.passwordHash ?? undefined)
 			// Only the right password learns that the address waits for its proof; a wrong one gets the usual 401.
 			if (user && valid && user.status === 'active' && this.deps.requireVerifiedEmail && user.emailVerifiedAt === null) {
 				await attempt.succeeded()
@@ -110,7 +111,7 @@ export class AuthService {
 	private async startCheckedSession(user: UserRow, password: string, client: ClientInfo, assurance: SessionAssurance) {
 		const { db, hasher, refreshTtlSeconds, sessionsPerUserMax } = this.deps
 		// Hashes made with other parameters are replaced now, while the password is known; never inside the transaction.
-		const upgradedHash = hasher.needsRehash(user.passwordHash) ? await hasher.hash(password) : undefined
+		const upgradedHash = user.passwordHash && hasher.needsRehash(user.passwordHash) ? await hasher.hash(password) : undefined
 		return db.transaction(async (tx) =>
 			(await holdCredentials(tx, user, upgradedHash)) ? startSession(tx, user.id, client, refreshTtlSeconds, sessionsPerUserMax, assurance) : undefined,
 		)

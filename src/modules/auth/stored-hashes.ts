@@ -29,8 +29,8 @@ export async function sampleLegacyHashes(
 			.from(users)
 			.where(and(like(users.passwordHash, '$argon2id$v=19$m=%,p=1$%'), ...seen.map((prefix) => notLike(users.passwordHash, `${prefix}%`))))
 			.limit(1)
-		const parameters = row && hashParameters(row.hash)
-		if (!row || !parameters) break
+		const parameters = row?.hash && hashParameters(row.hash)
+		if (!row?.hash || !parameters) break
 		found.push(row.hash)
 		seen.push(prefixOf(parameters))
 	}

@@ -236,7 +236,8 @@ export class UsersService {
 		const { passwordChecks } = this.deps
 		const attempt = await passwordChecks.reserveAttempt(user.email, client, caller.user.id)
 		try {
-			if (await this.deps.hasher.verify(currentPassword, user.passwordHash)) return await attempt.succeeded()
+			// Without a password (an account from an identity provider) no current password is right: recovery sets one.
+			if (user.passwordHash && (await this.deps.hasher.verify(currentPassword, user.passwordHash))) return await attempt.succeeded()
 			await passwordChecks.recordFailure(attempt, client, {
 				email: user.email,
 				subjectId: user.id,
