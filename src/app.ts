@@ -31,6 +31,9 @@ import { emailModule } from './modules/email'
 import { EmailService, MAIL_QUEUE, MAIL_REQUEST_QUEUE } from './modules/email/service'
 import { factorsModule, secondFactorSignIn } from './modules/factors'
 import { FactorsService } from './modules/factors/service'
+import { oidcModule } from './modules/oidc'
+import { ProviderDirectory } from './modules/oidc/providers'
+import { ProviderSignIn } from './modules/oidc/service'
 import { usersModule } from './modules/users'
 import { UsersService } from './modules/users/service'
 
@@ -143,6 +146,15 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		log,
 		sessions: auth,
 	})
+	const providerSignIn = new ProviderSignIn({
+		db,
+		audit,
+		directory: new ProviderDirectory(config.oidc.providers, config.oidc.allowHttpIssuers),
+		settings: config.oidc,
+		signupEnabled: config.signupEnabled,
+		mfaRequired: config.mfa.required,
+		sessions: auth,
+	})
 	const users = new UsersService({
 		db,
 		audit,
@@ -167,6 +179,7 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		.use(authModule({ auth, guard, jwt: config.jwt }))
 		.use(secondFactorSignIn({ factors, guard, jwt: config.jwt }))
 		.use(factorsModule({ factors, users, guard, jwt: config.jwt }))
+		.use(oidcModule({ signIn: providerSignIn, guard, jwt: config.jwt }))
 		.use(emailModule({ email }))
 		.use(auditModule({ audit, guard }))
 

@@ -136,6 +136,14 @@ export const EnvSchema = T.Object({
 	WEBAUTHN_RP_ID: T.Optional(T.String({ pattern: '^[a-z0-9.-]+$', description: 'the passkeys\' relying-party ID, a domain (default: the host of APP_URL)' })),
 	WEBAUTHN_RP_NAME: T.Optional(T.String({ minLength: 1, maxLength: 100, description: 'the name authenticators show (default APP_NAME)' })),
 	WEBAUTHN_ORIGINS: T.Optional(T.String({ description: 'comma-separated origins allowed to use passkeys (default: the origin of APP_URL)' })),
+	OIDC_PROVIDERS: T.Optional(
+		T.String({
+			pattern: '^[a-z][a-z0-9-]{0,31}(,[a-z][a-z0-9-]{0,31})*$',
+			description: 'comma-separated names of OpenID Connect providers (`google,acme`), each configured by OIDC_<NAME>_ISSUER, _CLIENT_ID, _CLIENT_SECRET, optional _SCOPES and _LABEL',
+		}),
+	),
+	PUBLIC_URL: T.Optional(T.String({ pattern: '^https?://[^\\s/]+$', description: "this service's public origin, for provider callbacks (required in production with OIDC_PROVIDERS; in development, the request's)" })),
+	REDIRECT_URLS: T.Optional(T.String({ description: 'comma-separated frontend URLs a provider sign-in may return to; an entry ending in `/*` admits the paths under it (default {APP_URL}/*)' })),
 	LATCHKEY_ADMIN_EMAIL: T.Optional(T.String({ description: 'first admin, created on start if no admin exists' })),
 	LATCHKEY_ADMIN_PASSWORD: T.Optional(T.String({ description: 'password of that first admin' })),
 })
@@ -190,8 +198,50 @@ export function loadConfig(source: Record<string, string | undefined> = process.
 		problems.push(`${name}: expected ${schema ? expectation(schema) : 'nothing'}${shown}`)
 	}
 	problems.push(...crossCheck(candidate as Env))
+	const oidc = problems.length === 0 ? oidcProviders(candidate as Env, source) : { providers: [], problems: [] }
+	problems.push(...oidc.problems)
 	if (problems.length > 0) throw new ConfigError(problems)
-	return toConfig(candidate as Env)
+	return toConfig(candidate as Env, oidc.providers)
+}
+
+export interface OidcProviderSettings {
+	/** The name in OIDC_PROVIDERS: the provider's id in routes. */
+	id: string
+	label: string
+	issuer: string
+	clientId: string
+	clientSecret: string
+	scopes: string
+}
+
+/**
+ * The providers OIDC_PROVIDERS names, each from its OIDC_<NAME>_* settings (names vary, so they are read
+ * here rather than declared in the schema). A client secret is never echoed in a problem line.
+ */
+function oidcProviders(env: Env, source: Record<string, string | undefined>): { providers: OidcProviderSettings[]; problems: string[] } {
+	const providers: OidcProviderSettings[] = []
+	const problems: string[] = []
+	const production = env.NODE_ENV === 'production'
+	for (const id of list(env.OIDC_PROVIDERS)) {
+		const prefix = `OIDC_${id.toUpperCase().replaceAll('-', '_')}_`
+		const read = (name: string) => source[prefix + name]?.trim() || undefined
+		const issuer = read('ISSUER')
+		const clientId = read('CLIENT_ID')
+		const clientSecret = read('CLIENT_SECRET')
+		const scopes = read('SCOPES') ?? 'openid email profile'
+		if (issuer === undefined || !/^https?:\/\/[^\s]+$/.test(issuer)) problems.push(`${prefix}ISSUER: expected the provider's issuer URL${issuer === undefined ? '' : ` (got ${JSON.stringify(issuer)})`}`)
+		else if (production && !issuer.startsWith('https://')) problems.push(`${prefix}ISSUER: expected https:// when NODE_ENV=production (got ${JSON.stringify(issuer)})`)
+		if (clientId === undefined) problems.push(`${prefix}CLIENT_ID: required for the provider ${id}`)
+		if (clientSecret === undefined) problems.push(`${prefix}CLIENT_SECRET: required for the provider ${id}`)
+		if (!scopes.split(/\s+/).includes('openid')) problems.push(`${prefix}SCOPES: expected a space-separated list that includes openid (got ${JSON.stringify(scopes)})`)
+		if (issuer && clientId && clientSecret)
+			providers.push({ id, label: read('LABEL') ?? id.charAt(0).toUpperCase() + id.slice(1), issuer, clientId, clientSecret, scopes })
+	}
+	if (production && providers.length > 0 && env.PUBLIC_URL === undefined)
+		problems.push('PUBLIC_URL: required when NODE_ENV=production and OIDC_PROVIDERS is set (providers call back to it)')
+	for (const entry of list(env.REDIRECT_URLS))
+		if (!URL.canParse(entry.replace(/\/\*$/, '/')) || !/^https?:/.test(entry)) problems.push(`REDIRECT_URLS: expected absolute http(s) URLs (got ${JSON.stringify(entry)})`)
+	return { providers, problems }
 }
 
 /**
@@ -259,7 +309,7 @@ const list = (value: string | undefined) =>
 		.map((item) => item.trim())
 		.filter(Boolean)
 
-function toConfig(env: Env) {
+function toConfig(env: Env, providers: OidcProviderSettings[] = []) {
 	const production = env.NODE_ENV === 'production'
 	const workers = env.WORKERS === 'auto' ? navigator.hardwareConcurrency : env.WORKERS
 	const origins = env.CORS_ORIGINS === undefined ? (production ? [] : ['*']) : list(env.CORS_ORIGINS)
@@ -318,6 +368,15 @@ function toConfig(env: Env) {
 		mail: mailConfig(env, production),
 		dataKeys: { current: env.DATA_ENCRYPTION_KEY, previous: list(env.DATA_ENCRYPTION_PREVIOUS_KEYS) },
 		mfa: mfaConfig(env),
+		oidc: {
+			providers,
+			publicUrl: env.PUBLIC_URL,
+			redirectUrls: env.REDIRECT_URLS === undefined ? [`${mailConfig(env, production).appUrl}/*`] : list(env.REDIRECT_URLS),
+			/** Where an error goes when a callback names no flow (its state is unknown): the frontend. */
+			fallbackUrl: mailConfig(env, production).appUrl,
+			/** http:// issuers (a provider on this machine, in tests and development) are refused in production. */
+			allowHttpIssuers: !production,
+		},
 		jobs: { pollSeconds: env.JOB_POLL_SECONDS, retrySeconds: env.JOB_RETRY_SECONDS },
 		bootstrapAdmin:
 			env.LATCHKEY_ADMIN_EMAIL && env.LATCHKEY_ADMIN_PASSWORD

@@ -210,6 +210,10 @@ export const PROBLEM_DESCRIPTIONS: Record<ProblemKind, { when: string; detail: s
 		when: 'login with a wrong password, an unknown email or a deactivated account: one answer for all three',
 		detail: 'The email or password is incorrect',
 	},
+	'redirect-not-allowed': {
+		when: 'a `redirectTo` that REDIRECT_URLS does not admit (scheme, host, port and path as written): nothing is redirected anywhere',
+		detail: 'redirectTo is not one of the REDIRECT_URLS',
+	},
 	'invalid-mfa-token': {
 		when: 'an `mfaToken` that is unknown, used, older than 5 minutes, or worn out by five wrong codes: log in again',
 		detail: 'The MFA token is invalid, used, expired or worn out by wrong codes; log in again',

@@ -12,6 +12,7 @@ export const PROBLEM_KINDS = {
 	'bad-request': { status: 400, title: 'Malformed request' },
 	'invalid-code': { status: 400, title: 'Invalid token or code' },
 	'code-expired': { status: 400, title: 'Token expired' },
+	'redirect-not-allowed': { status: 400, title: 'Redirect not allowed' },
 	unauthorized: { status: 401, title: 'Authentication required' },
 	'invalid-token': { status: 401, title: 'Invalid token' },
 	'invalid-credentials': { status: 401, title: 'Invalid credentials' },

@@ -30,6 +30,7 @@ const EventType = t.Union([
 	t.Literal('factor.activated'),
 	t.Literal('factor.removed'),
 	t.Literal('recovery-codes.generated'),
+	t.Literal('identity.linked'),
 ])
 
 export type AuditEventType = typeof EventType.static

@@ -70,6 +70,11 @@ const TAGS = [
 		description:
 			'TOTP apps and passkeys (WebAuthn), recovery codes. A login of an account with an active factor answers `mfaRequired` and an `mfaToken`; POST /auth/mfa finishes it. Tokens carry `amr` (RFC 8176) and `aal`; with an active factor, changing the password or email, removing a factor and new recovery codes need `aal2`.',
 	},
+	{
+		name: 'Identity providers',
+		description:
+			'Sign-in with OpenID Connect providers (Google, Microsoft Entra, Keycloak…): the browser goes to `…/authorization`, the provider sends it back to `…/callback`, which redirects to the frontend with a one-time `code` (or an `error`); the frontend exchanges the code and its PKCE verifier at POST /auth/sessions.',
+	},
 	{ name: 'Audit', description: 'Security events, for admins.' },
 	{ name: 'Keys', description: 'Public keys that verify access tokens (RFC 7517).' },
 	{ name: 'Health', description: 'Probes; they count against no rate limit.' },

@@ -45,7 +45,7 @@ export interface UsersServiceDeps {
 /** Inserts an account; the unique index, not a prior read, decides whether the email is taken. */
 export async function insertUser(
 	db: Queryable,
-	values: { email: string; name: string; role: 'user' | 'admin'; passwordHash: string; emailVerifiedAt?: Date },
+	values: { email: string; name: string; role: 'user' | 'admin'; passwordHash: string | null; emailVerifiedAt?: Date },
 ): Promise<UserRow> {
 	try {
 		const now = new Date()

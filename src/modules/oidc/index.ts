@@ -1,0 +1,96 @@
+import { Elysia, t } from 'elysia'
+import type { Config } from '../../config/env'
+import type { authGuard } from '../../http/auth'
+import { Envelope, problemResponses } from '../../http/openapi'
+import { envelope } from '../../http/problem'
+import { requestContext } from '../../http/request-context'
+import { tokenResponses } from '../auth'
+import { AuthModel } from '../auth/model'
+import { FactorModel } from '../factors/model'
+import { OidcModel } from './model'
+import type { ProviderSignIn } from './service'
+
+export interface OidcModuleDeps {
+	signIn: ProviderSignIn
+	guard: ReturnType<typeof authGuard>
+	jwt: Config['jwt']
+}
+
+/** The cookie that binds a flow to the browser that started it: HttpOnly, sent back only to the callback's path. */
+const BROWSER_COOKIE = 'latchkey-oidc'
+const COOKIE_PATH = '/api/auth/providers'
+
+const Redirect = t.Void({ description: 'Found: `Location` is where the browser goes next' })
+
+/** Sign-in with OpenID Connect providers: the list, the redirect there, the callback, and the code exchange. */
+export const oidcModule = ({ signIn, guard, jwt }: OidcModuleDeps) =>
+	new Elysia({ name: 'oidc', prefix: '/auth', detail: { tags: ['Identity providers'] } })
+		.use(tokenResponses({ guard, jwt }))
+		.use(requestContext)
+		.get('/providers', () => envelope({ items: signIn.list() }, 'Identity providers'), {
+			response: { 200: Envelope(OidcModel.providers), ...problemResponses(429) },
+			detail: { operationId: 'listProviders', summary: 'The identity providers one can sign in with', security: [] },
+		})
+		.get(
+			'/providers/:provider/authorization',
+			async ({ params, query, cookie, request, set }) => {
+				const origin = new URL(request.url).origin
+				// One secret per browser, reused by its parallel flows (two tabs), so that neither evicts the other.
+				const existing = cookie[BROWSER_COOKIE]?.value
+				const secret = typeof existing === 'string' && /^[A-Za-z0-9_-]{43}$/.test(existing) ? existing : Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString('base64url')
+				const location = await signIn.start(params.provider, query, secret, origin)
+				cookie[BROWSER_COOKIE]?.set({ value: secret, httpOnly: true, sameSite: 'lax', path: COOKIE_PATH, maxAge: 600, secure: signIn.callbackUrl(params.provider, origin).startsWith('https:') })
+				set.status = 302
+				set.headers.location = location
+			},
+			{
+				params: OidcModel.providerParams,
+				query: OidcModel.authorizationQuery,
+				response: { 302: Redirect, ...problemResponses(400, 'redirect-not-allowed', 404, 422, 429, 503) },
+				detail: {
+					operationId: 'startProviderSignIn',
+					summary: 'Go to the provider to sign in (302)',
+					description:
+						'Open this in the browser (a top-level navigation). The frontend makes a PKCE verifier, keeps it, and sends its S256 challenge; the callback returns to `redirectTo` with a one-time `code` for POST /auth/sessions. A `redirectTo` outside REDIRECT_URLS is 400, with no redirect. A provider that cannot be reached sends the browser to `redirectTo` with `error=provider-unavailable`.',
+					security: [],
+				},
+			},
+		)
+		.get(
+			'/providers/:provider/callback',
+			async ({ params, query, cookie, request, client, set }) => {
+				const origin = new URL(request.url).origin
+				const secret = cookie[BROWSER_COOKIE]?.value
+				set.status = 302
+				set.headers.location = await signIn.callback(params.provider, query, typeof secret === 'string' ? secret : undefined, origin, client)
+			},
+			{
+				params: OidcModel.providerParams,
+				query: OidcModel.callbackQuery,
+				response: { 302: Redirect, ...problemResponses(400, 404, 422, 429, 503) },
+				detail: {
+					operationId: 'providerCallback',
+					summary: 'Where the provider sends the browser back (302 to the frontend)',
+					description:
+						'Register `{PUBLIC_URL}/api/auth/providers/{provider}/callback` at the provider. Every outcome is a redirect to the flow’s `redirectTo`: with `code`, or with `error` (`invalid-state`, `access-denied`, `provider-error`, `provider-unavailable`, `invalid-response`, `email-required`, `account-exists`, `account-deactivated`, `signup-disabled`) and `error_description`.',
+					security: [],
+				},
+			},
+		)
+		.post(
+			'/sessions',
+			async ({ body, client, tokenResponse }) => {
+				const outcome = await signIn.exchange(body.code, body.codeVerifier, client)
+				return 'mfaRequired' in outcome ? envelope(outcome, 'Signed in at the provider; a second factor is required') : envelope(await tokenResponse(outcome), 'Logged in')
+			},
+			{
+				body: OidcModel.session,
+				response: { 200: Envelope(t.Union([AuthModel.tokens, FactorModel.secondFactorOwed])), ...problemResponses(400, 'invalid-code', 413, 415, 422, 429, 503) },
+				detail: {
+					operationId: 'createSessionFromProvider',
+					summary: 'Exchange the one-time code of a provider sign-in for tokens',
+					description: 'The code lives 60 seconds, works once, and only with the verifier of the challenge the flow started with. An account with an active second factor answers `mfaRequired` as a password login does.',
+					security: [],
+				},
+			},
+		)

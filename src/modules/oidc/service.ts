@@ -1,0 +1,305 @@
+import { timingSafeEqual } from 'node:crypto'
+import { and, eq, gt, isNull, sql } from 'drizzle-orm'
+import * as oidc from 'openid-client'
+import type { Config, OidcProviderSettings } from '../../config/env'
+import { sqlState, type Database } from '../../db/client'
+import { identities, oidcFlows, signInCodes, users, type UserRow } from '../../db/schema'
+import { AppError, NotFound } from '../../http/problem'
+import type { AuditLog, ClientInfo } from '../audit/service'
+import type { AuthService, IssuedSession, SecondFactorOwed } from '../auth/service'
+import type { Queryable } from '../auth/sessions'
+import { PASSWORD_ONLY } from '../auth/sessions'
+import { issueMfaToken, mustHaveFactor, secondFactorMethods } from '../factors/service'
+import { insertUser, normalizeEmail } from '../users/service'
+import { ProviderUnavailable, type ProviderDirectory } from './providers'
+import { isAllowedRedirect, withQuery } from './redirect-urls'
+
+/** A flow may sit at the provider this long (a person typing a password, a second factor there). */
+const FLOW_SECONDS = 600
+/** The one-time code handed to the frontend lives this long (API.md). */
+const CODE_SECONDS = 60
+
+/** Why a flow ends without a code: the `error` the frontend's callback page receives. */
+export type ProviderError =
+	| 'invalid-state'
+	| 'access-denied'
+	| 'provider-error'
+	| 'provider-unavailable'
+	| 'invalid-response'
+	| 'email-required'
+	| 'account-exists'
+	| 'account-deactivated'
+	| 'signup-disabled'
+
+const DESCRIPTIONS: Record<ProviderError, string> = {
+	'invalid-state': 'This sign-in was not started in this browser, or has expired: start again',
+	'access-denied': 'The sign-in was cancelled at the provider',
+	'provider-error': 'The provider refused the sign-in',
+	'provider-unavailable': 'The provider could not be reached; try again later or use another way to sign in',
+	'invalid-response': 'The provider’s answer did not pass the checks (signature, issuer, audience, nonce or expiry)',
+	'email-required': 'The provider did not share an email address',
+	'account-exists': 'An account with this email exists: sign in to it, then link this provider',
+	'account-deactivated': 'This account is deactivated',
+	'signup-disabled': 'Sign-up is closed, and no account is linked to this identity',
+}
+
+/** The browser's secret that binds a flow to it (a cookie), and the state that names the flow: only digests are stored. */
+const digest = (value: string) => new Bun.CryptoHasher('sha256').update(value).digest('hex')
+const randomToken = () => Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString('base64url')
+/** RFC 7636 S256: BASE64URL(SHA-256(verifier)). */
+const s256 = (verifier: string) => new Bun.CryptoHasher('sha256').update(verifier).digest('base64url')
+
+const invalidSignInCode = () => new AppError('invalid-code', 'The code is unknown, used, expired, or not for this code verifier: sign in again')
+
+export interface ProviderSignInDeps {
+	db: Database
+	audit: AuditLog
+	directory: ProviderDirectory
+	settings: Config['oidc']
+	signupEnabled: boolean
+	mfaRequired: Config['mfa']['required']
+	sessions: Pick<AuthService, 'startSessionFor'>
+}
+
+type Outcome = { ok: true; user: UserRow; created: boolean; linked: boolean } | { ok: false; error: ProviderError; userId?: string }
+
+/**
+ * Sign-in with OpenID Connect providers. Towards the provider: the authorization code flow with PKCE,
+ * `state` and `nonce`, by openid-client. Towards the frontend: a one-time code in the redirect, bound to
+ * the frontend's own PKCE challenge and exchanged at POST /auth/sessions. The flow is bound to the
+ * browser that started it by a cookie, so a callback cannot be replayed or planted in another browser.
+ */
+export class ProviderSignIn {
+	constructor(private readonly deps: ProviderSignInDeps) {}
+
+	list() {
+		return this.deps.directory.providers.map(({ id, label }) => ({ id, label }))
+	}
+
+	private provider(id: string): OidcProviderSettings {
+		const provider = this.deps.directory.find(id)
+		if (!provider) throw new NotFound('No such identity provider')
+		return provider
+	}
+
+	callbackUrl(providerId: string, requestOrigin: string) {
+		return `${this.deps.settings.publicUrl ?? requestOrigin}/api/auth/providers/${providerId}/callback`
+	}
+
+	/** Where the browser goes to sign in at the provider; a flow is stored for the callback to find. */
+	async start(
+		providerId: string,
+		input: { redirectTo: string; codeChallenge: string },
+		browserSecret: string,
+		requestOrigin: string,
+	): Promise<string> {
+		const provider = this.provider(providerId)
+		if (!isAllowedRedirect(input.redirectTo, this.deps.settings.redirectUrls))
+			throw new AppError('redirect-not-allowed', 'redirectTo is not one of the REDIRECT_URLS')
+		let configuration: oidc.Configuration
+		try {
+			configuration = await this.deps.directory.configuration(provider)
+		} catch (error) {
+			if (error instanceof ProviderUnavailable) return this.failure(input.redirectTo, 'provider-unavailable')
+			throw error
+		}
+		const state = randomToken()
+		const nonce = oidc.randomNonce()
+		const providerVerifier = oidc.randomPKCECodeVerifier()
+		await this.deps.db.insert(oidcFlows).values({
+			id: Bun.randomUUIDv7(),
+			stateHash: digest(state),
+			browserHash: digest(browserSecret),
+			provider: provider.id,
+			nonce,
+			providerVerifier,
+			redirectTo: input.redirectTo,
+			codeChallenge: input.codeChallenge,
+			expiresAt: new Date(Date.now() + FLOW_SECONDS * 1000),
+		})
+		return oidc
+			.buildAuthorizationUrl(configuration, {
+				redirect_uri: this.callbackUrl(provider.id, requestOrigin),
+				scope: provider.scopes,
+				state,
+				nonce,
+				code_challenge: await oidc.calculatePKCECodeChallenge(providerVerifier),
+				code_challenge_method: 'S256',
+			})
+			.toString()
+	}
+
+	/**
+	 * The provider's redirect back. Every outcome is a redirect to the frontend: the flow's `redirectTo` with
+	 * `code`, or with `error` and `error_description`; a callback that names no flow of this browser goes
+	 * to the frontend's URL (APP_URL) with `error=invalid-state`.
+	 */
+	async callback(providerId: string, query: Record<string, string | undefined>, browserSecret: string | undefined, requestOrigin: string, client: ClientInfo): Promise<string> {
+		const provider = this.provider(providerId)
+		const { db } = this.deps
+		const [flow] = query.state
+			? await db
+					.update(oidcFlows)
+					.set({ usedAt: sql`now()` })
+					.where(and(eq(oidcFlows.stateHash, digest(query.state)), eq(oidcFlows.provider, provider.id), isNull(oidcFlows.usedAt), gt(oidcFlows.expiresAt, sql`now()`)))
+					.returning()
+			: []
+		if (!flow) return this.failure(this.deps.settings.fallbackUrl, 'invalid-state')
+		if (!browserSecret || !sameDigest(flow.browserHash, digest(browserSecret))) return this.failure(flow.redirectTo, 'invalid-state')
+		if (query.error) return this.failure(flow.redirectTo, query.error === 'access_denied' ? 'access-denied' : 'provider-error')
+
+		let claims: { sub: string; email?: string; emailVerified: boolean; name?: string }
+		try {
+			claims = await this.verifiedClaims(provider, flow, query, requestOrigin)
+		} catch (error) {
+			const reason: ProviderError = error instanceof ProviderUnavailable ? 'provider-unavailable' : 'invalid-response'
+			await this.deps.audit.record('login.failed', client, { details: { provider: provider.id, reason } })
+			return this.failure(flow.redirectTo, reason)
+		}
+		const outcome = await this.resolveAccount(provider, claims)
+		if (!outcome.ok) {
+			await this.deps.audit.record('login.failed', client, { subjectId: outcome.userId, details: { provider: provider.id, reason: outcome.error } })
+			return this.failure(flow.redirectTo, outcome.error)
+		}
+		const { user } = outcome
+		if (outcome.created) await this.deps.audit.record('user.signed-up', client, { actorId: user.id, subjectId: user.id, details: { provider: provider.id } })
+		if (outcome.linked || outcome.created)
+			await this.deps.audit.record('identity.linked', client, { actorId: user.id, subjectId: user.id, details: { provider: provider.id, by: outcome.created ? 'sign-up' : 'verified-email' } })
+		const code = randomToken()
+		await db.insert(signInCodes).values({
+			id: Bun.randomUUIDv7(),
+			codeHash: digest(code),
+			userId: user.id,
+			credentialsVersion: user.credentialsVersion,
+			provider: provider.id,
+			codeChallenge: flow.codeChallenge,
+			expiresAt: new Date(Date.now() + CODE_SECONDS * 1000),
+		})
+		return withQuery(flow.redirectTo, { code })
+	}
+
+	/** The ID token checked by openid-client (signature against the JWKS, iss, aud, exp, nonce); userinfo when it lacks the email. */
+	private async verifiedClaims(provider: OidcProviderSettings, flow: typeof oidcFlows.$inferSelect, query: Record<string, string | undefined>, requestOrigin: string) {
+		const configuration = await this.deps.directory.configuration(provider)
+		const current = new URL(this.callbackUrl(provider.id, requestOrigin))
+		for (const [name, value] of Object.entries(query)) if (value !== undefined) current.searchParams.set(name, value)
+		let tokens: Awaited<ReturnType<typeof oidc.authorizationCodeGrant>>
+		try {
+			tokens = await oidc.authorizationCodeGrant(configuration, current, {
+				pkceCodeVerifier: flow.providerVerifier,
+				expectedState: query.state,
+				expectedNonce: flow.nonce,
+				idTokenExpected: true,
+			})
+		} catch (error) {
+			throw isUnreachable(error) ? new ProviderUnavailable('token endpoint unreachable') : error
+		}
+		const idToken = tokens.claims()
+		if (!idToken) throw new Error('no ID token')
+		let { email, email_verified: emailVerified, name } = idToken as { email?: unknown; email_verified?: unknown; name?: unknown }
+		if (typeof email !== 'string') {
+			const info = await oidc.fetchUserInfo(configuration, tokens.access_token, idToken.sub).catch((error: unknown) => {
+				throw isUnreachable(error) ? new ProviderUnavailable('userinfo unreachable') : error
+			})
+			;({ email, email_verified: emailVerified, name } = info as { email?: unknown; email_verified?: unknown; name?: unknown })
+		}
+		return {
+			sub: idToken.sub,
+			email: typeof email === 'string' ? email : undefined,
+			emailVerified: emailVerified === true,
+			name: typeof name === 'string' ? name.slice(0, 200) : undefined,
+		}
+	}
+
+	/**
+	 * The account of an identity: the one it is linked to; or an account with its email, linked only when
+	 * the provider asserts the email verified and the account proved it too (no pre-account takeover);
+	 * or a new account without a password while sign-up is open. In one transaction; a concurrent first
+	 * sign-in of the same identity meets the unique (provider, subject) and is read again.
+	 */
+	private async resolveAccount(provider: OidcProviderSettings, claims: { sub: string; email?: string; emailVerified: boolean; name?: string }, retried = false): Promise<Outcome> {
+		try {
+			return await this.deps.db.transaction(async (tx): Promise<Outcome> => {
+				const [linked] = await tx
+					.select({ user: users })
+					.from(identities)
+					.innerJoin(users, eq(users.id, identities.userId))
+					.where(and(eq(identities.provider, provider.id), eq(identities.subject, claims.sub)))
+				if (linked) return linked.user.status === 'active' ? { ok: true, user: linked.user, created: false, linked: false } : { ok: false, error: 'account-deactivated', userId: linked.user.id }
+				if (!claims.email) return { ok: false, error: 'email-required' }
+				const email = normalizeEmail(claims.email)
+				const [existing] = await tx.select().from(users).where(eq(users.email, email)).for('update')
+				if (existing) {
+					if (existing.status !== 'active') return { ok: false, error: 'account-deactivated', userId: existing.id }
+					if (!claims.emailVerified || existing.emailVerifiedAt === null) return { ok: false, error: 'account-exists', userId: existing.id }
+					await linkIdentity(tx, provider.id, claims.sub, email, existing.id)
+					return { ok: true, user: existing, created: false, linked: true }
+				}
+				if (!this.deps.signupEnabled) return { ok: false, error: 'signup-disabled' }
+				const user = await insertUser(tx, {
+					email,
+					name: claims.name ?? '',
+					role: 'user',
+					passwordHash: null,
+					...(claims.emailVerified ? { emailVerifiedAt: new Date() } : {}),
+				})
+				await linkIdentity(tx, provider.id, claims.sub, email, user.id)
+				return { ok: true, user, created: true, linked: false }
+			})
+		} catch (error) {
+			const { constraint } = sqlState(error)
+			if (!retried && (constraint === 'identities_provider_subject_key' || constraint === 'users_email_key')) return this.resolveAccount(provider, claims, true)
+			throw error
+		}
+	}
+
+	/**
+	 * The frontend's exchange of the one-time code for a session, with the PKCE verifier of the challenge it
+	 * sent at the start. The code is spent whatever the outcome. An account with an active second factor
+	 * answers `mfaRequired` as a password login does: a provider does not stand in for the factor.
+	 */
+	async exchange(code: string, codeVerifier: string, client: ClientInfo): Promise<IssuedSession | SecondFactorOwed> {
+		const { db } = this.deps
+		const [spent] = await db
+			.update(signInCodes)
+			.set({ usedAt: sql`now()` })
+			.where(and(eq(signInCodes.codeHash, digest(code)), isNull(signInCodes.usedAt), gt(signInCodes.expiresAt, sql`now()`)))
+			.returning()
+		if (!spent || !sameDigest(spent.codeChallenge, s256(codeVerifier))) throw invalidSignInCode()
+		const [user] = await db.select().from(users).where(eq(users.id, spent.userId))
+		if (!user || user.status !== 'active' || user.credentialsVersion !== spent.credentialsVersion) throw invalidSignInCode()
+		const methods = await secondFactorMethods(db, user.id)
+		if (methods.length > 0) return { mfaRequired: true, mfaToken: await issueMfaToken(db, user), methods }
+		const assurance = { ...PASSWORD_ONLY, amr: ['ext'], enrollmentOnly: mustHaveFactor(this.deps.mfaRequired, user.role) }
+		const issued = await this.deps.sessions.startSessionFor(user.id, spent.credentialsVersion, assurance, client, async () => true)
+		if (!issued) throw invalidSignInCode()
+		await this.deps.audit.record('login.succeeded', client, { actorId: user.id, subjectId: user.id, details: { sessionId: issued.sessionId, method: 'provider', provider: spent.provider } })
+		return issued
+	}
+
+	private failure(redirectTo: string, error: ProviderError) {
+		return withQuery(redirectTo, { error, error_description: DESCRIPTIONS[error] })
+	}
+}
+
+async function linkIdentity(tx: Queryable, provider: string, subject: string, email: string, userId: string) {
+	await tx.insert(identities).values({ id: Bun.randomUUIDv7(), provider, subject, email, userId })
+}
+
+/** Equal strings of digests, compared in constant time. */
+function sameDigest(a: string, b: string) {
+	const left = Buffer.from(a)
+	const right = Buffer.from(b)
+	return left.length === right.length && timingSafeEqual(left, right)
+}
+
+/** A network failure or timeout talking to the provider, as opposed to an answer that failed a check. */
+function isUnreachable(error: unknown): boolean {
+	for (let current = error, depth = 0; current && depth < 5; depth++) {
+		const { name, code } = current as { name?: string; code?: string }
+		if (name === 'TimeoutError' || name === 'AbortError' || code === 'ECONNREFUSED' || code === 'ConnectionRefused' || code === 'ECONNRESET' || code === 'OAUTH_RESPONSE_IS_NOT_CONFORM') return true
+		if (name === 'TypeError' && (current as Error).message.includes('fetch')) return true
+		current = (current as { cause?: unknown }).cause
+	}
+	return false
+}

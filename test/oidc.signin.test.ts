@@ -1,0 +1,203 @@
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
+import { eq } from 'drizzle-orm'
+import { identities, users } from '../src/db/schema'
+import { problem, startTestApp, type TestApp } from './support/app'
+import { createTestDatabase, type TestDatabase } from './support/database'
+import { enrollTotp } from './support/factors'
+import { jwtPayload, PASSWORD, signUp, uniqueEmail } from './support/fixtures'
+import { FlowBrowser, TestOpenIdProvider } from './support/oidc-provider'
+
+setDefaultTimeout(30_000)
+
+const FRONTEND = 'http://frontend.test'
+const CALLBACK_PAGE = `${FRONTEND}/auth/callback`
+
+let database: TestDatabase
+let provider: TestOpenIdProvider
+let t: TestApp
+
+const settings = (extra: Record<string, string> = {}) => ({ APP_URL: FRONTEND, OIDC_PROVIDERS: 'test', ...provider.settings('test'), ...extra })
+
+beforeAll(async () => {
+	database = await createTestDatabase()
+	provider = await TestOpenIdProvider.start(['http://localhost/api/auth/providers/test/callback'])
+	t = await startTestApp(settings(), database)
+})
+afterAll(async () => {
+	await t.close()
+	await provider.stop()
+	await database.drop()
+})
+
+/** A PKCE pair as a frontend makes it (RFC 7636). */
+function pkce() {
+	const verifier = Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString('base64url')
+	return { verifier, challenge: new Bun.CryptoHasher('sha256').update(verifier).digest('base64url') }
+}
+
+const authorizationPath = (challenge: string, redirectTo = CALLBACK_PAGE) =>
+	`/api/auth/providers/test/authorization?${new URLSearchParams({ redirectTo, codeChallenge: challenge, codeChallengeMethod: 'S256' })}`
+
+/** The whole flow as a browser goes through it; the frontend page it lands on, and the PKCE verifier. */
+async function signInAtProvider(identity: { sub: string; email?: string; email_verified?: boolean; name?: string }, app = t) {
+	provider.signInAs = identity
+	const { verifier, challenge } = pkce()
+	const browser = new FlowBrowser(app.app)
+	const landed = await browser.follow(authorizationPath(challenge), provider.issuer)
+	return { landed, verifier, browser }
+}
+
+const exchange = (code: string | null, codeVerifier: string, app = t) => app.call('POST', '/api/auth/sessions', { json: { code: code ?? '', codeVerifier } })
+
+describe('signing in with an OpenID provider', () => {
+	test('lists the configured providers', async () => {
+		const res = await t.call('GET', '/api/auth/providers')
+		expect(res.body.data).toEqual({ items: [{ id: 'test', label: 'Test' }] })
+	})
+
+	test('a new identity makes an account without a password; the code and verifier give tokens', async () => {
+		const email = uniqueEmail('oidc-new')
+		const { landed, verifier } = await signInAtProvider({ sub: `sub-${email}`, email, email_verified: true, name: 'Ada From Provider' })
+		expect(landed.origin + landed.pathname).toBe(CALLBACK_PAGE)
+		expect(landed.searchParams.get('error')).toBeNull()
+		const res = await exchange(landed.searchParams.get('code'), verifier)
+		expect(res.status).toBe(200)
+		expect(res.body.data.user).toMatchObject({ email, name: 'Ada From Provider', emailVerified: true })
+		expect(jwtPayload(res.body.data.accessToken)).toMatchObject({ amr: ['ext'], aal: 'aal1' })
+		const [row] = await database.handle.db.select().from(users).where(eq(users.email, email))
+		expect(row?.passwordHash).toBeNull()
+		// No password: no password signs in.
+		expect((await t.call('POST', '/api/auth/login', { json: { email, password: PASSWORD } })).status).toBe(401)
+	})
+
+	test('a returning identity signs in to the same account', async () => {
+		const email = uniqueEmail('oidc-return')
+		const first = await signInAtProvider({ sub: `sub-${email}`, email, email_verified: true })
+		const a = await exchange(first.landed.searchParams.get('code'), first.verifier)
+		const second = await signInAtProvider({ sub: `sub-${email}`, email, email_verified: true })
+		const b = await exchange(second.landed.searchParams.get('code'), second.verifier)
+		expect(b.body.data.user.id).toBe(a.body.data.user.id)
+		expect(await database.handle.db.select().from(identities).where(eq(identities.userId, a.body.data.user.id))).toHaveLength(1)
+	})
+
+	test('an existing account is linked by email only when both sides verified it', async () => {
+		const local = await signUp(t)
+		const unverified = await signInAtProvider({ sub: `sub-${local.email}`, email: local.email, email_verified: true })
+		expect(Object.fromEntries(unverified.landed.searchParams)).toEqual({
+			error: 'account-exists',
+			error_description: 'An account with this email exists: sign in to it, then link this provider',
+		})
+		await database.handle.db.update(users).set({ emailVerifiedAt: new Date() }).where(eq(users.id, local.id))
+		const providerUnverified = await signInAtProvider({ sub: `sub-${local.email}`, email: local.email, email_verified: false })
+		expect(providerUnverified.landed.searchParams.get('error')).toBe('account-exists')
+		const both = await signInAtProvider({ sub: `sub-${local.email}`, email: local.email, email_verified: true })
+		const res = await exchange(both.landed.searchParams.get('code'), both.verifier)
+		expect(res.body.data.user.id).toBe(local.id)
+	})
+
+	test('an account with a second factor still owes it', async () => {
+		const email = uniqueEmail('oidc-mfa')
+		const first = await signInAtProvider({ sub: `sub-${email}`, email, email_verified: true })
+		const signedIn = await exchange(first.landed.searchParams.get('code'), first.verifier)
+		const account = { id: signedIn.body.data.user.id, email, password: '', accessToken: signedIn.body.data.accessToken, refreshToken: '', sessionId: '' }
+		await enrollTotp(t, account)
+		const again = await signInAtProvider({ sub: `sub-${email}`, email, email_verified: true })
+		const res = await exchange(again.landed.searchParams.get('code'), again.verifier)
+		expect(res.body.data).toMatchObject({ mfaRequired: true, methods: ['totp', 'recovery-code'] })
+	})
+
+	test('a deactivated account is refused', async () => {
+		const email = uniqueEmail('oidc-off')
+		const first = await signInAtProvider({ sub: `sub-${email}`, email, email_verified: true })
+		const signedIn = await exchange(first.landed.searchParams.get('code'), first.verifier)
+		expect((await t.call('DELETE', '/api/users/me', { token: signedIn.body.data.accessToken })).status).toBe(200)
+		const again = await signInAtProvider({ sub: `sub-${email}`, email, email_verified: true })
+		expect(again.landed.searchParams.get('error')).toBe('account-deactivated')
+	})
+})
+
+describe('what an attacker tries', () => {
+	test('the code works once, only with its verifier, and a wrong verifier spends it', async () => {
+		const email = uniqueEmail('oidc-code')
+		const { landed, verifier } = await signInAtProvider({ sub: `sub-${email}`, email, email_verified: true })
+		const code = landed.searchParams.get('code')
+		const wrong = await exchange(code, pkce().verifier)
+		expect(wrong.body).toEqual(problem('invalid-code', 400, '/api/auth/sessions', 'The code is unknown, used, expired, or not for this code verifier: sign in again'))
+		expect((await exchange(code, verifier)).status).toBe(400)
+
+		const next = await signInAtProvider({ sub: `sub-${email}`, email, email_verified: true })
+		const nextCode = next.landed.searchParams.get('code')
+		expect((await exchange(nextCode, next.verifier)).status).toBe(200)
+		expect((await exchange(nextCode, next.verifier)).status).toBe(400)
+	})
+
+	test('a callback planted in another browser (login CSRF), replayed, or with a made-up state ends in invalid-state', async () => {
+		// The attacker signs in with their own identity and stops at the callback URL, code and state in it…
+		provider.signInAs = { sub: 'sub-attacker', email: uniqueEmail('oidc-attacker'), email_verified: true }
+		const attacker = new FlowBrowser(t.app)
+		const atCallback = await attacker.follow(authorizationPath(pkce().challenge), provider.issuer, (url) => url.pathname.endsWith('/callback'))
+		expect(atCallback.searchParams.get('state')).toBeString()
+		// …and gets the victim's browser to open it: that browser never started this flow.
+		const victim = new FlowBrowser(t.app)
+		const planted = await victim.follow(atCallback.href, provider.issuer)
+		expect(planted.searchParams.get('error')).toBe('invalid-state')
+		expect(planted.searchParams.get('code')).toBeNull()
+		// The flow is spent by that attempt: the attacker's own browser cannot use it any more either.
+		const replayed = await attacker.follow(atCallback.href, provider.issuer)
+		expect(replayed.searchParams.get('error')).toBe('invalid-state')
+
+		const madeUp = await t.app.handle(new Request('http://localhost/api/auth/providers/test/callback?code=x&state=made-up'))
+		const location = new URL(madeUp.headers.get('location') ?? '')
+		expect(location.origin).toBe(FRONTEND)
+		expect(location.searchParams.get('error')).toBe('invalid-state')
+	})
+
+	test('a redirectTo outside REDIRECT_URLS is a 400 with no redirect', async () => {
+		const { challenge } = pkce()
+		for (const redirectTo of ['https://evil.example/cb', 'http://frontend.test.evil.example/cb', 'http://user@frontend.test/cb', 'http://frontend.test:8080/cb', 'javascript:alert(1)']) {
+			const res = await t.call('GET', authorizationPath(challenge, redirectTo))
+			expect(res.status).toBe(400)
+			expect(res.headers.get('location')).toBeNull()
+			expect(res.body.type).toEndWith('/redirect-not-allowed')
+		}
+	})
+
+	test('an unknown provider is 404, a bad challenge 422', async () => {
+		expect((await t.call('GET', authorizationPath(pkce().challenge).replace('/test/', '/nope/'))).status).toBe(404)
+		expect((await t.call('GET', authorizationPath('short'))).status).toBe(422)
+	})
+})
+
+describe('a provider that is down', () => {
+	test('its flow ends with provider-unavailable, and everything else works', async () => {
+		const down = await TestOpenIdProvider.start(['http://localhost/api/auth/providers/down/callback'])
+		const app = await startTestApp({ APP_URL: FRONTEND, OIDC_PROVIDERS: 'down', ...down.settings('down') }, database)
+		try {
+			await down.stop()
+			const res = await app.app.handle(new Request(`http://localhost${authorizationPath(pkce().challenge).replace('/test/', '/down/')}`))
+			expect(res.status).toBe(302)
+			const location = new URL(res.headers.get('location') ?? '')
+			expect(location.origin + location.pathname).toBe(CALLBACK_PAGE)
+			expect(location.searchParams.get('error')).toBe('provider-unavailable')
+			const account = await signUp(app)
+			expect((await app.call('GET', '/api/users/me', { token: account.accessToken })).status).toBe(200)
+		} finally {
+			await app.close()
+			await down.stop()
+		}
+	})
+})
+
+describe('sign-up closed', () => {
+	test('no account is made from a provider either', async () => {
+		const closed = await startTestApp(settings({ SIGNUP_ENABLED: 'false' }), database)
+		try {
+			const email = uniqueEmail('oidc-closed')
+			const { landed } = await signInAtProvider({ sub: `sub-${email}`, email, email_verified: true }, closed)
+			expect(landed.searchParams.get('error')).toBe('signup-disabled')
+			expect(await database.handle.db.select().from(users).where(eq(users.email, email))).toEqual([])
+		} finally {
+			await closed.close()
+		}
+	})
+})

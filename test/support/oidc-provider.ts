@@ -1,0 +1,149 @@
+/**
+ * A real OpenID Provider for the tests: panva's oidc-provider on a loopback port, with one client
+ * registered for Latchkey and an interaction that signs in whoever the test says (`signInAs`), with no
+ * page to fill. Stopped and restarted to play a provider that is down.
+ */
+import http from 'node:http'
+import type { AddressInfo } from 'node:net'
+import Provider from 'oidc-provider'
+
+export interface TestIdentity {
+	sub: string
+	email?: string
+	email_verified?: boolean
+	name?: string
+}
+
+export const CLIENT_ID = 'latchkey'
+export const CLIENT_SECRET = 'a-client-secret-for-the-tests-only'
+
+export class TestOpenIdProvider {
+	/** Who the next interaction signs in. */
+	signInAs: TestIdentity = { sub: 'nobody' }
+	private server: http.Server | undefined
+	private constructor(
+		private readonly provider: Provider,
+		readonly port: number,
+	) {}
+
+	get issuer() {
+		return `http://127.0.0.1:${this.port}`
+	}
+
+	/** The settings that configure Latchkey for this provider, as OIDC_<NAME>_* variables. */
+	settings(name: string): Record<string, string> {
+		const prefix = `OIDC_${name.toUpperCase()}_`
+		return { [`${prefix}ISSUER`]: this.issuer, [`${prefix}CLIENT_ID`]: CLIENT_ID, [`${prefix}CLIENT_SECRET`]: CLIENT_SECRET }
+	}
+
+	static async start(redirectUris: string[], port = 0): Promise<TestOpenIdProvider> {
+		const identities = new Map<string, TestIdentity>()
+		// The port is needed for the issuer before the provider exists: take one, then listen on it.
+		const probe = http.createServer()
+		await new Promise<void>((resolve) => probe.listen(port, '127.0.0.1', resolve))
+		const chosen = (probe.address() as AddressInfo).port
+		await new Promise<void>((resolve) => probe.close(() => resolve()))
+		const provider = new Provider(`http://127.0.0.1:${chosen}`, {
+			clients: [{ client_id: CLIENT_ID, client_secret: CLIENT_SECRET, redirect_uris: redirectUris, grant_types: ['authorization_code'], response_types: ['code'] }],
+			pkce: { required: () => true },
+			// Only `sub` in the ID token: the email comes from userinfo, as with several real providers.
+			claims: { openid: ['sub'], email: ['email', 'email_verified'], profile: ['name'] },
+			findAccount: async (_ctx: unknown, id: string) => ({
+				accountId: id,
+				claims: async () => {
+					const { sub: _sub, ...rest } = identities.get(id) ?? {}
+					return { sub: id, ...rest }
+				},
+			}),
+			features: { devInteractions: { enabled: false } },
+			interactions: { url: (_ctx: unknown, interaction: { uid: string }) => `/interaction/${interaction.uid}` },
+			ttl: { Interaction: 600, Grant: 600, Session: 600, AccessToken: 600, IdToken: 600, AuthorizationCode: 60 },
+		})
+		const instance = new TestOpenIdProvider(provider, chosen)
+		const callback = provider.callback()
+		const handler: http.RequestListener = async (req, res) => {
+			if (req.url?.startsWith('/interaction/')) {
+				const identity = instance.signInAs
+				identities.set(identity.sub, identity)
+				const details = await provider.interactionDetails(req, res)
+				const grant = new provider.Grant({ accountId: identity.sub, clientId: String(details.params.client_id) })
+				grant.addOIDCScope(String(details.params.scope))
+				const grantId = await grant.save()
+				return provider.interactionFinished(req, res, { login: { accountId: identity.sub }, consent: { grantId } }, { mergeWithLastSubmission: false })
+			}
+			return callback(req, res)
+		}
+		instance.handler = handler
+		await instance.listen()
+		return instance
+	}
+
+	private handler: http.RequestListener | undefined
+
+	private async listen() {
+		this.server = http.createServer(this.handler)
+		await new Promise<void>((resolve) => this.server?.listen(this.port, '127.0.0.1', resolve))
+	}
+
+	/** Down: nothing listens on the port. */
+	async stop() {
+		const server = this.server
+		this.server = undefined
+		server?.closeAllConnections()
+		await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()))
+	}
+
+	/** Back on the same port, with the same keys and clients. */
+	async restart() {
+		if (!this.server) await this.listen()
+	}
+}
+
+/**
+ * A browser for the flow: follows redirects by hand between the API (an Elysia app's `handle`, which has
+ * no socket) and the provider (real HTTP), keeping each side's cookies, until a URL outside both is
+ * reached — the frontend's page, returned.
+ */
+export class FlowBrowser {
+	private readonly cookies = new Map<string, Map<string, string>>()
+
+	constructor(
+		private readonly api: { handle(request: Request): Promise<Response> },
+		private readonly apiOrigin = 'http://localhost',
+	) {}
+
+	/** Starts at `url` and returns the first Location that leaves the API and the provider (or that `until` stops at). */
+	async follow(url: string, providerOrigin: string, until?: (url: URL) => boolean): Promise<URL> {
+		let next = new URL(url, this.apiOrigin)
+		for (let hops = 0; hops < 12; hops++) {
+			const atApi = next.origin === this.apiOrigin
+			if ((!atApi && next.origin !== providerOrigin) || until?.(next)) return next
+			const headers = { cookie: this.cookieHeader(next.origin) }
+			const response = atApi ? await this.api.handle(new Request(next.href, { headers })) : await fetch(next, { headers, redirect: 'manual' })
+			this.remember(next.origin, response.headers.getSetCookie())
+			const location = response.headers.get('location')
+			if (!location) throw new Error(`no redirect from ${next.href}: ${response.status} ${await response.text()}`)
+			next = new URL(location, next)
+		}
+		throw new Error('too many redirects')
+	}
+
+	/** Cookies this browser holds for an origin (a test may steal them, or leave them out). */
+	jar(origin: string) {
+		let jar = this.cookies.get(origin)
+		if (!jar) this.cookies.set(origin, (jar = new Map()))
+		return jar
+	}
+
+	private cookieHeader(origin: string) {
+		return [...this.jar(origin)].map(([name, value]) => `${name}=${value}`).join('; ')
+	}
+
+	private remember(origin: string, setCookies: string[]) {
+		for (const line of setCookies) {
+			const [pair = ''] = line.split(';')
+			const at = pair.indexOf('=')
+			if (at > 0) this.jar(origin).set(pair.slice(0, at).trim(), pair.slice(at + 1).trim())
+		}
+	}
+}
