@@ -127,4 +127,29 @@ describe('configuration', () => {
 		const config = loadConfig({ DATA_ENCRYPTION_KEY: DATA_KEY, APP_URL: 'https://app.example.com/base', MFA_REQUIRED: 'admins' })
 		expect(config.mfa).toEqual({ required: 'admins', rpId: 'app.example.com', rpName: 'Latchkey', origins: ['https://app.example.com'], issuer: 'Latchkey' })
 	})
+
+	test('each provider in OIDC_PROVIDERS needs its issuer, client id and secret; production wants https and PUBLIC_URL; a secret is never echoed', () => {
+		expect(problemsOf({ OIDC_PROVIDERS: 'acme', OIDC_ACME_CLIENT_SECRET: 'the-client-secret-value' })).toEqual([
+			"OIDC_ACME_ISSUER: expected the provider's issuer URL",
+			'OIDC_ACME_CLIENT_ID: required for the provider acme',
+		])
+		const production = { NODE_ENV: 'production', JWT_SECRET: 'x'.repeat(32), DATA_ENCRYPTION_KEY: DATA_KEY, OIDC_PROVIDERS: 'acme' }
+		const acme = { OIDC_ACME_ISSUER: 'http://idp.example.com', OIDC_ACME_CLIENT_ID: 'latchkey', OIDC_ACME_CLIENT_SECRET: 'the-client-secret-value', OIDC_ACME_SCOPES: 'email profile' }
+		const problems = problemsOf({ ...production, ...acme })
+		expect(problems).toEqual([
+			'OIDC_ACME_ISSUER: expected https:// when NODE_ENV=production (got "http://idp.example.com")',
+			'OIDC_ACME_SCOPES: expected a space-separated list that includes openid (got "email profile")',
+			'PUBLIC_URL: required when NODE_ENV=production and OIDC_PROVIDERS is set (providers call back to it)',
+		])
+		expect(problems.join('\n')).not.toContain('the-client-secret-value')
+		expect(problemsOf({ ...production, ...acme, OIDC_ACME_ISSUER: 'https://idp.example.com', OIDC_ACME_SCOPES: 'openid email' })).toEqual([
+			'PUBLIC_URL: required when NODE_ENV=production and OIDC_PROVIDERS is set (providers call back to it)',
+		])
+		const config = loadConfig({ OIDC_PROVIDERS: 'acme,google', ...acme, OIDC_ACME_SCOPES: 'openid email', OIDC_ACME_LABEL: 'ACME Corp', OIDC_GOOGLE_ISSUER: 'https://accounts.google.com', OIDC_GOOGLE_CLIENT_ID: 'g', OIDC_GOOGLE_CLIENT_SECRET: 's' })
+		expect(config.oidc.providers.map(({ id, label, scopes }) => ({ id, label, scopes }))).toEqual([
+			{ id: 'acme', label: 'ACME Corp', scopes: 'openid email' },
+			{ id: 'google', label: 'Google', scopes: 'openid email profile' },
+		])
+		expect(config.oidc.redirectUrls).toEqual(['http://localhost:5173/*'])
+	})
 })
