@@ -5,7 +5,7 @@ import { problem, startTestApp, type TestApp } from './support/app'
 import { createTestDatabase, type TestDatabase } from './support/database'
 import { enrollTotp } from './support/factors'
 import { jwtPayload, PASSWORD, signUp, uniqueEmail } from './support/fixtures'
-import { FlowBrowser, TestOpenIdProvider } from './support/oidc-provider'
+import { FlowBrowser, TestOpenIdProvider, type IdTokenRewrite } from './support/oidc-provider'
 
 setDefaultTimeout(30_000)
 
@@ -165,6 +165,43 @@ describe('what an attacker tries', () => {
 	test('an unknown provider is 404, a bad challenge 422', async () => {
 		expect((await t.call('GET', authorizationPath(pkce().challenge).replace('/test/', '/nope/'))).status).toBe(404)
 		expect((await t.call('GET', authorizationPath('short'))).status).toBe(422)
+	})
+})
+
+describe('ID tokens that fail a check end in invalid-response, and no account is made', () => {
+	const now = () => Math.floor(Date.now() / 1000)
+	const cases: Array<[string, IdTokenRewrite]> = [
+		['a broken signature', 'break-signature'],
+		['another nonce', (claims) => ({ ...claims, nonce: 'a-nonce-of-another-flow' })],
+		['another audience', (claims) => ({ ...claims, aud: 'some-other-client' })],
+		['another issuer', (claims) => ({ ...claims, iss: 'https://evil.example' })],
+		['an expired token', (claims) => ({ ...claims, iat: now() - 7200, exp: now() - 3600 })],
+	]
+	for (const [label, rewrite] of cases)
+		test(label, async () => {
+			const email = uniqueEmail('oidc-bad-token')
+			provider.rewriteIdToken = rewrite
+			try {
+				const { landed } = await signInAtProvider({ sub: `sub-${email}`, email, email_verified: true })
+				expect(Object.fromEntries(landed.searchParams)).toEqual({
+					error: 'invalid-response',
+					error_description: 'The provider’s answer did not pass the checks (signature, issuer, audience, nonce or expiry)',
+				})
+			} finally {
+				provider.rewriteIdToken = undefined
+			}
+			expect(await database.handle.db.select().from(users).where(eq(users.email, email))).toEqual([])
+		})
+
+	test('the same provider signing correctly again is accepted (the rewrite was the only fault)', async () => {
+		const email = uniqueEmail('oidc-good-token')
+		provider.rewriteIdToken = (claims) => claims
+		try {
+			const { landed, verifier } = await signInAtProvider({ sub: `sub-${email}`, email, email_verified: true })
+			expect((await exchange(landed.searchParams.get('code'), verifier)).status).toBe(200)
+		} finally {
+			provider.rewriteIdToken = undefined
+		}
 	})
 })
 

@@ -3,6 +3,7 @@
  * registered for Latchkey and an interaction that signs in whoever the test says (`signInAs`), with no
  * page to fill. Stopped and restarted to play a provider that is down.
  */
+import { decodeJwt, exportJWK, generateKeyPair, SignJWT, type JWTPayload } from 'jose'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import Provider from 'oidc-provider'
@@ -17,13 +18,20 @@ export interface TestIdentity {
 export const CLIENT_ID = 'latchkey'
 export const CLIENT_SECRET = 'a-client-secret-for-the-tests-only'
 
+/** How a misbehaving provider rewrites the ID token it returns: new claims (signed with its own key), or a broken signature. */
+export type IdTokenRewrite = ((claims: JWTPayload) => JWTPayload) | 'break-signature'
+
 export class TestOpenIdProvider {
 	/** Who the next interaction signs in. */
 	signInAs: TestIdentity = { sub: 'nobody' }
+	/** While set, every ID token from the token endpoint is rewritten so (a provider that misbehaves, or an attacker in its place). */
+	rewriteIdToken: IdTokenRewrite | undefined
 	private server: http.Server | undefined
 	private constructor(
 		private readonly provider: Provider,
 		readonly port: number,
+		private readonly signingKey: CryptoKey,
+		private readonly kid: string,
 	) {}
 
 	get issuer() {
@@ -43,7 +51,12 @@ export class TestOpenIdProvider {
 		await new Promise<void>((resolve) => probe.listen(port, '127.0.0.1', resolve))
 		const chosen = (probe.address() as AddressInfo).port
 		await new Promise<void>((resolve) => probe.close(() => resolve()))
+		// Keys of our own, so that a test can sign ID tokens the provider's clients will take as genuine.
+		const { privateKey } = await generateKeyPair('RS256', { extractable: true })
+		const kid = `test-${chosen}`
+		const jwk = { ...(await exportJWK(privateKey)), kid, alg: 'RS256', use: 'sig' }
 		const provider = new Provider(`http://127.0.0.1:${chosen}`, {
+			jwks: { keys: [jwk as never] },
 			clients: [{ client_id: CLIENT_ID, client_secret: CLIENT_SECRET, redirect_uris: redirectUris, grant_types: ['authorization_code'], response_types: ['code'] }],
 			pkce: { required: () => true },
 			// Only `sub` in the ID token: the email comes from userinfo, as with several real providers.
@@ -59,9 +72,10 @@ export class TestOpenIdProvider {
 			interactions: { url: (_ctx: unknown, interaction: { uid: string }) => `/interaction/${interaction.uid}` },
 			ttl: { Interaction: 600, Grant: 600, Session: 600, AccessToken: 600, IdToken: 600, AuthorizationCode: 60 },
 		})
-		const instance = new TestOpenIdProvider(provider, chosen)
+		const instance = new TestOpenIdProvider(provider, chosen, privateKey, kid)
 		const callback = provider.callback()
 		const handler: http.RequestListener = async (req, res) => {
+			if (req.method === 'POST' && req.url?.startsWith('/token') && instance.rewriteIdToken) instance.interceptTokenResponse(res)
 			if (req.url?.startsWith('/interaction/')) {
 				const identity = instance.signInAs
 				identities.set(identity.sub, identity)
@@ -79,6 +93,30 @@ export class TestOpenIdProvider {
 	}
 
 	private handler: http.RequestListener | undefined
+
+	/** Rewrites the ID token in the token endpoint's JSON answer before it leaves (headers are not sent yet). */
+	private interceptTokenResponse(res: http.ServerResponse) {
+		const rewrite = this.rewriteIdToken
+		const end = res.end.bind(res) as (chunk?: unknown) => http.ServerResponse
+		res.end = ((chunk?: unknown) => {
+			void (async () => {
+				const body = JSON.parse(String(chunk)) as { id_token?: string }
+				if (body.id_token && rewrite) body.id_token = await this.rewritten(body.id_token, rewrite)
+				const text = JSON.stringify(body)
+				res.setHeader('content-length', Buffer.byteLength(text))
+				end(text)
+			})()
+			return res
+		}) as typeof res.end
+	}
+
+	private async rewritten(idToken: string, rewrite: IdTokenRewrite): Promise<string> {
+		if (rewrite === 'break-signature') {
+			const [header, payload, signature = ''] = idToken.split('.')
+			return `${header}.${payload}.${signature.slice(0, -4)}${signature.slice(-4) === 'AAAA' ? 'BBBB' : 'AAAA'}`
+		}
+		return new SignJWT(rewrite(decodeJwt(idToken))).setProtectedHeader({ alg: 'RS256', kid: this.kid, typ: 'JWT' }).sign(this.signingKey)
+	}
 
 	private async listen() {
 		this.server = http.createServer(this.handler)
