@@ -31,7 +31,7 @@ import { emailModule } from './modules/email'
 import { EmailService, MAIL_QUEUE, MAIL_REQUEST_QUEUE } from './modules/email/service'
 import { factorsModule, secondFactorSignIn } from './modules/factors'
 import { FactorsService } from './modules/factors/service'
-import { oidcModule } from './modules/oidc'
+import { identitiesModule, oidcModule } from './modules/oidc'
 import { ProviderDirectory } from './modules/oidc/providers'
 import { ProviderSignIn } from './modules/oidc/service'
 import { usersModule } from './modules/users'
@@ -154,6 +154,7 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		signupEnabled: config.signupEnabled,
 		mfaRequired: config.mfa.required,
 		sessions: auth,
+		stepUp: factors,
 	})
 	const users = new UsersService({
 		db,
@@ -180,6 +181,7 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		.use(secondFactorSignIn({ factors, guard, jwt: config.jwt }))
 		.use(factorsModule({ factors, users, guard, jwt: config.jwt }))
 		.use(oidcModule({ signIn: providerSignIn, guard, jwt: config.jwt }))
+		.use(identitiesModule({ signIn: providerSignIn, users, guard }))
 		.use(emailModule({ email }))
 		.use(auditModule({ audit, guard }))
 
@@ -206,7 +208,7 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 				log,
 				retentionSeconds: config.sessions.retentionSeconds,
 				metrics: config.metrics.enabled ? metrics : undefined,
-				purgeSignInLeftovers: () => factors.purgeExpired(),
+				purgeSignInLeftovers: async () => (await factors.purgeExpired()) + (await providerSignIn.purgeExpired()),
 			}),
 		)
 		.use(docs({ enabled: config.docsEnabled, path: DOCS_PATH }))

@@ -110,6 +110,7 @@ const OWN_BODIES: Record<string, (caller: Account) => Record<string, unknown> | 
 		)
 		return { code: landed.searchParams.get('code') ?? 'no code', codeVerifier: verifier }
 	},
+	linkProvider: () => ({ provider: 'test', redirectTo: 'http://localhost:5173/auth/callback', codeChallenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM' }),
 	// No body: the caller needs an active factor first.
 	regenerateRecoveryCodes: async (caller) => {
 		if (caller.accessToken) await enrollTotp(t, caller)
@@ -323,8 +324,8 @@ describe('the document against the server, for every operation', () => {
 		for (const op of operations()) {
 			const res = await send(t, op, async (caller) => ({ query: validQuery(op), options: { json: await validBody(op, caller) } }))
 			expectDeclared(op, res, 'valid request')
-			// `{sessionId}`, `{factorId}`: an id nobody has; everything else succeeds (the provider sign-in's browser steps with a redirect).
-			if (!/\{(sessionId|factorId)\}/.test(op.path)) expect({ where: op.where, success: res.status < 300 || (res.status === 302 && op.operation.responses['302'] !== undefined) }).toEqual({ where: op.where, success: true })
+			// `{sessionId}`, `{factorId}`, `{identityId}`: an id nobody has; everything else succeeds (the provider sign-in's browser steps with a redirect).
+			if (!/\{(sessionId|factorId|identityId)\}/.test(op.path)) expect({ where: op.where, success: res.status < 300 || (res.status === 302 && op.operation.responses['302'] !== undefined) }).toEqual({ where: op.where, success: true })
 			if (res.status === 201 && op.path === '/api/users') expect(res.headers.get('location')).toBe(`/api/users/${res.body.data.id}`)
 			if (res.status === 201 && op.path.endsWith('/factors')) expect(res.headers.get('location')).toMatch(new RegExp(`^/api/users/[0-9a-f-]{36}/factors/${res.body.data.factor.id}$`))
 			if (op.operation['x-query'] && res.body.data?.nextCursor) expect(res.headers.get('link')).toContain('rel="next"')

@@ -13,6 +13,7 @@ import m0009 from '../../drizzle/0009_email_flows.sql' with { type: 'text' }
 import m0010 from '../../drizzle/0010_job_priority.sql' with { type: 'text' }
 import m0011 from '../../drizzle/0011_second_factors.sql' with { type: 'text' }
 import m0012 from '../../drizzle/0012_identity_providers.sql' with { type: 'text' }
+import m0013 from '../../drizzle/0013_identity_links.sql' with { type: 'text' }
 import type { Database } from './client'
 
 /**
@@ -33,6 +34,7 @@ const MIGRATION_SQL: Record<string, string> = {
 	'0010_job_priority': m0010,
 	'0011_second_factors': m0011,
 	'0012_identity_providers': m0012,
+	'0013_identity_links': m0013,
 }
 
 export interface Migration {

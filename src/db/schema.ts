@@ -296,7 +296,10 @@ export const oidcFlows = pgTable(
 	{
 		id: uuid('id').primaryKey(),
 		stateHash: text('state_hash').notNull(),
-		browserHash: text('browser_hash').notNull(),
+		// Null for a link flow: started by a signed-in frontend's request, it is bound by its PKCE challenge instead.
+		browserHash: text('browser_hash'),
+		// The account a link flow adds the identity to.
+		linkUserId: uuid('link_user_id').references(() => users.id),
 		provider: text('provider').notNull(),
 		nonce: text('nonce').notNull(),
 		// The PKCE verifier towards the provider: needed once, at the callback.
@@ -322,6 +325,9 @@ export const signInCodes = pgTable(
 		credentialsVersion: integer('credentials_version').notNull(),
 		provider: text('provider').notNull(),
 		codeChallenge: text('code_challenge').notNull(),
+		// A link flow's verified identity, linked when the code is exchanged (by the frontend that holds the verifier).
+		linkSubject: text('link_subject'),
+		linkEmail: text('link_email'),
 		expiresAt: timestamp('expires_at', { withTimezone: true, precision: 3 }).notNull(),
 		usedAt: timestamp('used_at', { withTimezone: true, precision: 3 }),
 	},

@@ -210,6 +210,10 @@ export const PROBLEM_DESCRIPTIONS: Record<ProblemKind, { when: string; detail: s
 		when: 'login with a wrong password, an unknown email or a deactivated account: one answer for all three',
 		detail: 'The email or password is incorrect',
 	},
+	'provider-unavailable': {
+		when: 'linking a provider whose discovery document cannot be fetched; `Retry-After` says when to retry',
+		detail: 'The identity provider could not be reached; try again later',
+	},
 	'redirect-not-allowed': {
 		when: 'a `redirectTo` that REDIRECT_URLS does not admit (scheme, host, port and path as written): nothing is redirected anywhere',
 		detail: 'redirectTo is not one of the REDIRECT_URLS',

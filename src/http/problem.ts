@@ -36,6 +36,7 @@ export const PROBLEM_KINDS = {
 	'internal-error': { status: 500, title: 'Internal server error' },
 	'service-unavailable': { status: 503, title: 'Service unavailable' },
 	'mail-unavailable': { status: 503, title: 'Mail unavailable' },
+	'provider-unavailable': { status: 503, title: 'Identity provider unavailable' },
 } as const
 
 export type ProblemKind = keyof typeof PROBLEM_KINDS

@@ -31,6 +31,7 @@ const EventType = t.Union([
 	t.Literal('factor.removed'),
 	t.Literal('recovery-codes.generated'),
 	t.Literal('identity.linked'),
+	t.Literal('identity.unlinked'),
 ])
 
 export type AuditEventType = typeof EventType.static

@@ -11,7 +11,7 @@ export interface SessionUpkeepOptions {
 	retentionSeconds: number
 	/** Where the count of live sessions goes; unset when metrics are off, and then nothing is counted. */
 	metrics?: Metrics
-	/** Deletes the other leftovers of signing in (expired MFA tokens and WebAuthn challenges); returns how many went. */
+	/** Deletes the other leftovers of signing in (expired MFA tokens, WebAuthn challenges, provider flows and codes); returns how many went. */
 	purgeSignInLeftovers?: () => Promise<number>
 	purgeIntervalSeconds?: number
 	gaugeIntervalSeconds?: number
@@ -68,7 +68,7 @@ export class SessionUpkeep {
 		}
 		if (total.sessions > 0 || total.refreshTokens > 0) this.options.log.info(total, 'purged ended sessions past their retention')
 		const leftovers = (await this.options.purgeSignInLeftovers?.()) ?? 0
-		if (leftovers > 0) this.options.log.info({ expired: leftovers }, 'purged expired MFA tokens and WebAuthn challenges')
+		if (leftovers > 0) this.options.log.info({ expired: leftovers }, 'purged expired sign-in leftovers (MFA tokens, challenges, provider flows and codes)')
 		return total
 	}
 

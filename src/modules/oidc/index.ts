@@ -9,6 +9,17 @@ import { AuthModel } from '../auth/model'
 import { FactorModel } from '../factors/model'
 import { OidcModel } from './model'
 import type { ProviderSignIn } from './service'
+import { targetUserId } from '../../http/auth'
+import type { identities } from '../../db/schema'
+import type { UsersService } from '../users/service'
+
+export const toIdentityResource = (row: typeof identities.$inferSelect): typeof OidcModel.identity.static => ({
+	id: row.id,
+	provider: row.provider,
+	subject: row.subject,
+	email: row.email,
+	createdAt: row.createdAt.toISOString(),
+})
 
 export interface OidcModuleDeps {
 	signIn: ProviderSignIn
@@ -91,6 +102,57 @@ export const oidcModule = ({ signIn, guard, jwt }: OidcModuleDeps) =>
 					summary: 'Exchange the one-time code of a provider sign-in for tokens',
 					description: 'The code lives 60 seconds, works once, and only with the verifier of the challenge the flow started with. An account with an active second factor answers `mfaRequired` as a password login does.',
 					security: [],
+				},
+			},
+		)
+
+/** The identities of an account: linking one (a signed-in user), listing and unlinking them. */
+export const identitiesModule = ({ signIn, users, guard }: { signIn: ProviderSignIn; users: Pick<UsersService, 'get'>; guard: ReturnType<typeof authGuard> }) =>
+	new Elysia({ name: 'identities', prefix: '/users', detail: { tags: ['Identity providers'] } })
+		.use(guard)
+		.use(requestContext)
+		.post(
+			'/me/identities',
+			async ({ body, caller, request }) =>
+				envelope({ authorizationUrl: await signIn.startLink(caller, body, new URL(request.url).origin) }, 'Open the authorization URL in the browser'),
+			{
+				auth: 'user',
+				body: OidcModel.link,
+				response: { 200: Envelope(OidcModel.linkStarted), ...problemResponses(400, 'redirect-not-allowed', 401, 'mfa-required', 404, 413, 415, 422, 429, 'provider-unavailable', 503) },
+				detail: {
+					operationId: 'linkProvider',
+					summary: 'Start linking a provider to the signed-in account',
+					description:
+						'The frontend keeps the PKCE verifier of `codeChallenge`. After the provider, the browser lands on `redirectTo` with `code`; POST /auth/sessions with the code and the verifier links the identity (and signs in). An identity already linked to another account ends with `error=identity-in-use`. Needs `aal2` once the account has a second factor.',
+				},
+			},
+		)
+		.get(
+			'/:id/identities',
+			async ({ params, caller }) => {
+				const userId = targetUserId(params.id.toLowerCase(), caller)
+				if (userId !== caller.user.id) await users.get(userId)
+				return envelope({ items: (await signIn.identitiesOf(userId)).map(toIdentityResource) }, 'Identities')
+			},
+			{
+				auth: 'self',
+				params: t.Object({ id: OidcModel.identityParams.properties.id }),
+				response: { 200: Envelope(OidcModel.identities), ...problemResponses(401, 403, 404, 422, 429, 503) },
+				detail: { operationId: 'listIdentities', summary: "An account's identities at providers (the user themself, or an admin)" },
+			},
+		)
+		.delete(
+			'/:id/identities/:identityId',
+			async ({ params, caller, client }) =>
+				envelope(toIdentityResource(await signIn.unlink(caller, targetUserId(params.id.toLowerCase(), caller), params.identityId, client)), 'Identity unlinked'),
+			{
+				auth: 'self',
+				params: OidcModel.identityParams,
+				response: { 200: Envelope(OidcModel.identity), ...problemResponses(401, 403, 'mfa-required', 404, 409, 422, 429, 503) },
+				detail: {
+					operationId: 'unlinkIdentity',
+					summary: 'Unlink an identity (never the last way to sign in)',
+					description: '`409` when the account would have no password, no other identity and no passkey left. The user needs `aal2` once a second factor is active; an admin does not.',
 				},
 			},
 		)

@@ -25,6 +25,29 @@ export namespace OidcModel {
 		{ additionalProperties: true },
 	)
 
+	export const identity = t.Object({
+		id: t.String({ format: 'uuid' }),
+		provider: t.String(),
+		subject: t.String({ description: 'the account’s id at the provider (`sub`)' }),
+		email: t.Union([t.String(), t.Null()], { description: 'the address the provider gave when the identity was linked' }),
+		createdAt: t.String({ format: 'date-time' }),
+	})
+
+	export const identities = t.Object({ items: t.Array(identity) })
+
+	export const link = t.Object({
+		provider: t.String({ pattern: '^[a-z][a-z0-9-]{0,31}$', description: 'a name in OIDC_PROVIDERS' }),
+		redirectTo: authorizationQuery.properties.redirectTo,
+		codeChallenge: CodeChallenge,
+	})
+
+	export const linkStarted = t.Object({ authorizationUrl: t.String({ description: 'open it in the browser; the provider returns to `redirectTo` with `code`, which POST /auth/sessions exchanges (linking the identity)' }) })
+
+	export const identityParams = t.Object({
+		id: t.Union([t.Literal('me'), t.String({ format: 'uuid' })], { error: 'must be a user id (UUID) or "me"' }),
+		identityId: t.String({ format: 'uuid' }),
+	})
+
 	export const session = t.Object({
 		code: t.String({ minLength: 1, maxLength: 128, description: 'the one-time code from the redirect (60 seconds, single use)' }),
 		codeVerifier: t.String({ pattern: '^[A-Za-z0-9._~-]{43,128}$', description: 'the PKCE verifier whose challenge started the flow' }),

@@ -1,15 +1,15 @@
 import { timingSafeEqual } from 'node:crypto'
-import { and, eq, gt, isNull, sql } from 'drizzle-orm'
+import { and, count, eq, gt, isNull, lt, ne, sql } from 'drizzle-orm'
 import * as oidc from 'openid-client'
 import type { Config, OidcProviderSettings } from '../../config/env'
 import { sqlState, type Database } from '../../db/client'
-import { identities, oidcFlows, signInCodes, users, type UserRow } from '../../db/schema'
-import { AppError, NotFound } from '../../http/problem'
+import { factors, identities, oidcFlows, signInCodes, users, type UserRow } from '../../db/schema'
+import { AppError, Conflict, NotFound } from '../../http/problem'
 import type { AuditLog, ClientInfo } from '../audit/service'
 import type { AuthService, IssuedSession, SecondFactorOwed } from '../auth/service'
-import type { Queryable } from '../auth/sessions'
+import type { Caller, Queryable } from '../auth/sessions'
 import { PASSWORD_ONLY } from '../auth/sessions'
-import { issueMfaToken, mustHaveFactor, secondFactorMethods } from '../factors/service'
+import { issueMfaToken, mustHaveFactor, secondFactorMethods, type FactorsService } from '../factors/service'
 import { insertUser, normalizeEmail } from '../users/service'
 import { ProviderUnavailable, type ProviderDirectory } from './providers'
 import { isAllowedRedirect, withQuery } from './redirect-urls'
@@ -30,6 +30,7 @@ export type ProviderError =
 	| 'account-exists'
 	| 'account-deactivated'
 	| 'signup-disabled'
+	| 'identity-in-use'
 
 const DESCRIPTIONS: Record<ProviderError, string> = {
 	'invalid-state': 'This sign-in was not started in this browser, or has expired: start again',
@@ -41,6 +42,7 @@ const DESCRIPTIONS: Record<ProviderError, string> = {
 	'account-exists': 'An account with this email exists: sign in to it, then link this provider',
 	'account-deactivated': 'This account is deactivated',
 	'signup-disabled': 'Sign-up is closed, and no account is linked to this identity',
+	'identity-in-use': 'This identity already signs in to another account',
 }
 
 /** The browser's secret that binds a flow to it (a cookie), and the state that names the flow: only digests are stored. */
@@ -59,6 +61,8 @@ export interface ProviderSignInDeps {
 	signupEnabled: boolean
 	mfaRequired: Config['mfa']['required']
 	sessions: Pick<AuthService, 'startSessionFor'>
+	/** Adding or removing a way in needs aal2 once a second factor is active. */
+	stepUp: Pick<FactorsService, 'requireStepUp'>
 }
 
 type Outcome = { ok: true; user: UserRow; created: boolean; linked: boolean } | { ok: false; error: ProviderError; userId?: string }
@@ -103,13 +107,40 @@ export class ProviderSignIn {
 			if (error instanceof ProviderUnavailable) return this.failure(input.redirectTo, 'provider-unavailable')
 			throw error
 		}
+		return this.newFlow(provider, configuration, input, { browserHash: digest(browserSecret), linkUserId: null }, requestOrigin)
+	}
+
+	/**
+	 * A signed-in user's request to add a provider to the account: the provider's authorization URL. The flow
+	 * has no browser cookie (a frontend's request started it); the frontend's PKCE verifier binds it instead:
+	 * the identity is linked only when that verifier exchanges the code. Adding a way in needs aal2 once the
+	 * account has a second factor, as adding a factor does.
+	 */
+	async startLink(caller: Caller, input: { provider: string; redirectTo: string; codeChallenge: string }, requestOrigin: string): Promise<string> {
+		const provider = this.provider(input.provider)
+		if (!isAllowedRedirect(input.redirectTo, this.deps.settings.redirectUrls))
+			throw new AppError('redirect-not-allowed', 'redirectTo is not one of the REDIRECT_URLS')
+		await this.deps.stepUp.requireStepUp(caller)
+		const configuration = await this.deps.directory.configuration(provider).catch((error: unknown) => {
+			throw error instanceof ProviderUnavailable ? new AppError('provider-unavailable', 'The identity provider could not be reached; try again later', { headers: { 'retry-after': '30' } }) : error
+		})
+		return this.newFlow(provider, configuration, input, { browserHash: null, linkUserId: caller.user.id }, requestOrigin)
+	}
+
+	private async newFlow(
+		provider: OidcProviderSettings,
+		configuration: oidc.Configuration,
+		input: { redirectTo: string; codeChallenge: string },
+		binding: { browserHash: string | null; linkUserId: string | null },
+		requestOrigin: string,
+	): Promise<string> {
 		const state = randomToken()
 		const nonce = oidc.randomNonce()
 		const providerVerifier = oidc.randomPKCECodeVerifier()
 		await this.deps.db.insert(oidcFlows).values({
 			id: Bun.randomUUIDv7(),
 			stateHash: digest(state),
-			browserHash: digest(browserSecret),
+			...binding,
 			provider: provider.id,
 			nonce,
 			providerVerifier,
@@ -145,7 +176,7 @@ export class ProviderSignIn {
 					.returning()
 			: []
 		if (!flow) return this.failure(this.deps.settings.fallbackUrl, 'invalid-state')
-		if (!browserSecret || !sameDigest(flow.browserHash, digest(browserSecret))) return this.failure(flow.redirectTo, 'invalid-state')
+		if (flow.browserHash !== null && (!browserSecret || !sameDigest(flow.browserHash, digest(browserSecret)))) return this.failure(flow.redirectTo, 'invalid-state')
 		if (query.error) return this.failure(flow.redirectTo, query.error === 'access_denied' ? 'access-denied' : 'provider-error')
 
 		let claims: { sub: string; email?: string; emailVerified: boolean; name?: string }
@@ -156,6 +187,7 @@ export class ProviderSignIn {
 			await this.deps.audit.record('login.failed', client, { details: { provider: provider.id, reason } })
 			return this.failure(flow.redirectTo, reason)
 		}
+		if (flow.linkUserId) return this.linkCode(provider, flow, claims, client)
 		const outcome = await this.resolveAccount(provider, claims)
 		if (!outcome.ok) {
 			await this.deps.audit.record('login.failed', client, { subjectId: outcome.userId, details: { provider: provider.id, reason: outcome.error } })
@@ -165,6 +197,26 @@ export class ProviderSignIn {
 		if (outcome.created) await this.deps.audit.record('user.signed-up', client, { actorId: user.id, subjectId: user.id, details: { provider: provider.id } })
 		if (outcome.linked || outcome.created)
 			await this.deps.audit.record('identity.linked', client, { actorId: user.id, subjectId: user.id, details: { provider: provider.id, by: outcome.created ? 'sign-up' : 'verified-email' } })
+		return withQuery(flow.redirectTo, { code: await this.issueCode(db, provider, flow, user) })
+	}
+
+	/** A link flow's callback: the identity is checked now and linked when the frontend exchanges the code. */
+	private async linkCode(provider: OidcProviderSettings, flow: typeof oidcFlows.$inferSelect, claims: { sub: string; email?: string }, client: ClientInfo) {
+		const { db } = this.deps
+		const [user] = await db.select().from(users).where(eq(users.id, flow.linkUserId ?? ''))
+		if (!user || user.status !== 'active') return this.failure(flow.redirectTo, 'account-deactivated')
+		const [taken] = await db
+			.select({ userId: identities.userId })
+			.from(identities)
+			.where(and(eq(identities.provider, provider.id), eq(identities.subject, claims.sub)))
+		if (taken && taken.userId !== user.id) {
+			await this.deps.audit.record('login.failed', client, { subjectId: user.id, details: { provider: provider.id, reason: 'identity-in-use' } })
+			return this.failure(flow.redirectTo, 'identity-in-use')
+		}
+		return withQuery(flow.redirectTo, { code: await this.issueCode(db, provider, flow, user, { subject: claims.sub, email: claims.email ?? null }) })
+	}
+
+	private async issueCode(db: Queryable, provider: OidcProviderSettings, flow: typeof oidcFlows.$inferSelect, user: UserRow, link?: { subject: string; email: string | null }) {
 		const code = randomToken()
 		await db.insert(signInCodes).values({
 			id: Bun.randomUUIDv7(),
@@ -173,9 +225,11 @@ export class ProviderSignIn {
 			credentialsVersion: user.credentialsVersion,
 			provider: provider.id,
 			codeChallenge: flow.codeChallenge,
+			linkSubject: link?.subject ?? null,
+			linkEmail: link?.email ?? null,
 			expiresAt: new Date(Date.now() + CODE_SECONDS * 1000),
 		})
-		return withQuery(flow.redirectTo, { code })
+		return code
 	}
 
 	/** The ID token checked by openid-client (signature against the JWKS, iss, aud, exp, nonce); userinfo when it lacks the email. */
@@ -268,6 +322,13 @@ export class ProviderSignIn {
 		if (!spent || !sameDigest(spent.codeChallenge, s256(codeVerifier))) throw invalidSignInCode()
 		const [user] = await db.select().from(users).where(eq(users.id, spent.userId))
 		if (!user || user.status !== 'active' || user.credentialsVersion !== spent.credentialsVersion) throw invalidSignInCode()
+		if (spent.linkSubject !== null) {
+			await linkIdentity(db, spent.provider, spent.linkSubject, spent.linkEmail, user.id).catch((error: unknown) => {
+				if (sqlState(error).constraint !== 'identities_provider_subject_key') throw error
+				throw new Conflict('conflict', 'This identity is already linked to an account')
+			})
+			await this.deps.audit.record('identity.linked', client, { actorId: user.id, subjectId: user.id, details: { provider: spent.provider, by: 'user' } })
+		}
 		const methods = await secondFactorMethods(db, user.id)
 		if (methods.length > 0) return { mfaRequired: true, mfaToken: await issueMfaToken(db, user), methods }
 		const assurance = { ...PASSWORD_ONLY, amr: ['ext'], enrollmentOnly: mustHaveFactor(this.deps.mfaRequired, user.role) }
@@ -277,12 +338,46 @@ export class ProviderSignIn {
 		return issued
 	}
 
+	/** Deletes flows and codes past their time: they serve no one any more. Returns how many went. */
+	async purgeExpired(): Promise<number> {
+		const flows = await this.deps.db.delete(oidcFlows).where(lt(oidcFlows.expiresAt, sql`now()`)).returning({ id: oidcFlows.id })
+		const codes = await this.deps.db.delete(signInCodes).where(lt(signInCodes.expiresAt, sql`now()`)).returning({ id: signInCodes.id })
+		return flows.length + codes.length
+	}
+
+	async identitiesOf(userId: string) {
+		return this.deps.db.select().from(identities).where(eq(identities.userId, userId)).orderBy(identities.createdAt, identities.id)
+	}
+
+	/**
+	 * Unlinks an identity, never the account's last way in: a password, another identity or a passkey must
+	 * remain. The user's own unlinking needs aal2 once a second factor is active; an admin's does not.
+	 * The account's row is locked so that two unlinks at once cannot both pass the check.
+	 */
+	async unlink(caller: Caller, userId: string, identityId: string, client: ClientInfo) {
+		if (caller.user.id === userId) await this.deps.stepUp.requireStepUp(caller)
+		const removed = await this.deps.db.transaction(async (tx) => {
+			const [user] = await tx.select().from(users).where(eq(users.id, userId)).for('update')
+			if (!user) throw new NotFound('No such user')
+			const [identity] = await tx.select().from(identities).where(and(eq(identities.id, identityId.toLowerCase()), eq(identities.userId, userId)))
+			if (!identity) throw new NotFound('No such identity on this account')
+			const [others] = await tx.select({ count: count() }).from(identities).where(and(eq(identities.userId, userId), ne(identities.id, identity.id)))
+			const [passkeys] = await tx.select({ count: count() }).from(factors).where(and(eq(factors.userId, userId), eq(factors.type, 'webauthn'), eq(factors.status, 'active')))
+			if (user.passwordHash === null && (others?.count ?? 0) === 0 && (passkeys?.count ?? 0) === 0)
+				throw new Conflict('conflict', 'This is the account’s last way to sign in: set a password (recovery by email) or add a passkey first')
+			await tx.delete(identities).where(eq(identities.id, identity.id))
+			return identity
+		})
+		await this.deps.audit.record('identity.unlinked', client, { actorId: caller.user.id, subjectId: userId, details: { provider: removed.provider } })
+		return removed
+	}
+
 	private failure(redirectTo: string, error: ProviderError) {
 		return withQuery(redirectTo, { error, error_description: DESCRIPTIONS[error] })
 	}
 }
 
-async function linkIdentity(tx: Queryable, provider: string, subject: string, email: string, userId: string) {
+async function linkIdentity(tx: Queryable, provider: string, subject: string, email: string | null, userId: string) {
 	await tx.insert(identities).values({ id: Bun.randomUUIDv7(), provider, subject, email, userId })
 }
 
