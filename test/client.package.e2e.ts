@@ -93,6 +93,7 @@ interface Tour {
 		passkeyChallenge: number
 		madeUpMfa?: { status: number; type: string }
 	}
+	providers?: string[]
 	refresh: { status: number; rotated: boolean }
 	problem?: { status: number; type: string; detail: string }
 	pages: { first: string[]; link: string | null; second?: string[] }
@@ -118,6 +119,7 @@ function expectTheTour(tour: Tour, newcomer: { email: string }) {
 		passkeyChallenge: 200,
 		madeUpMfa: { status: 401, type: expect.stringMatching(/\/problems\/invalid-mfa-token$/) },
 	})
+	expect(tour.providers).toEqual([])
 	expect(tour.refresh).toEqual({ status: 200, rotated: true })
 	expect(tour.problem).toEqual({ status: 401, type: expect.stringMatching(/\/problems\/invalid-credentials$/), detail: expect.any(String) })
 	const everyone = [...accounts].sort()

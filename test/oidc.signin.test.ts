@@ -225,6 +225,25 @@ describe('a provider that is down', () => {
 	})
 })
 
+describe('a provider that goes down during the flow', () => {
+	test('the callback cannot reach its token endpoint: provider-unavailable, and a retry once it is back works', async () => {
+		const email = uniqueEmail('oidc-midway')
+		provider.signInAs = { sub: `sub-${email}`, email, email_verified: true }
+		const { challenge } = pkce()
+		const browser = new FlowBrowser(t.app)
+		const atCallback = await browser.follow(authorizationPath(challenge), provider.issuer, (url) => url.pathname.endsWith('/callback'))
+		await provider.stop()
+		try {
+			const landed = await browser.follow(atCallback.href, provider.issuer)
+			expect(landed.searchParams.get('error')).toBe('provider-unavailable')
+		} finally {
+			await provider.restart()
+		}
+		const retry = await signInAtProvider({ sub: `sub-${email}`, email, email_verified: true })
+		expect((await exchange(retry.landed.searchParams.get('code'), retry.verifier)).status).toBe(200)
+	})
+})
+
 describe('sign-up closed', () => {
 	test('no account is made from a provider either', async () => {
 		const closed = await startTestApp(settings({ SIGNUP_ENABLED: 'false' }), database)

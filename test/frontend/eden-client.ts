@@ -48,6 +48,7 @@ export async function tourOfTheApi(baseUrl: string, admin: Account, newcomer: Ac
 	const listed = await api.api.users({ id: 'me' }).factors.get(bearer(tokens.accessToken))
 	const removed = await api.api.users({ id: 'me' }).factors({ factorId }).delete(undefined, bearer(tokens.accessToken))
 	const passkeyChallenge = await api.api.auth.passkey.challenges.post()
+	const providers = await api.api.auth.providers.get()
 	const madeUpMfa = await api.api.auth.mfa.post({ mfaToken: 'made-up', method: 'totp', code: '123456' })
 
 	const refreshed = await api.api.auth.refresh.post({ refreshToken: tokens.refreshToken })
@@ -92,6 +93,7 @@ export async function tourOfTheApi(baseUrl: string, admin: Account, newcomer: Ac
 			passkeyChallenge: passkeyChallenge.status,
 			madeUpMfa: madeUpMfa.error && { status: madeUpMfa.error.status, type: madeUpMfa.error.value.type },
 		},
+		providers: providers.data?.data.items.map((provider) => provider.id),
 		refresh: { status: refreshed.status, rotated: fresh.refreshToken !== tokens.refreshToken },
 		problem,
 		pages: {

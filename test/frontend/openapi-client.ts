@@ -43,6 +43,7 @@ export async function tourWithGeneratedClient(baseUrl: string, admin: Account, n
 	const listed = await api.GET('/api/users/{id}/factors', { params: { path: { id: 'me' } }, headers: bearer(tokens.accessToken) })
 	const removed = await api.DELETE('/api/users/{id}/factors/{factorId}', { params: { path: { id: 'me', factorId } }, headers: bearer(tokens.accessToken) })
 	const passkeyChallenge = await api.POST('/api/auth/passkey/challenges')
+	const providers = await api.GET('/api/auth/providers')
 	const madeUpMfa = await api.POST('/api/auth/mfa', { body: { mfaToken: 'made-up', method: 'totp', code: '123456' } })
 
 	const refreshed = await api.POST('/api/auth/refresh', { body: { refreshToken: tokens.refreshToken } })
@@ -83,6 +84,7 @@ export async function tourWithGeneratedClient(baseUrl: string, admin: Account, n
 			passkeyChallenge: passkeyChallenge.response.status,
 			madeUpMfa: madeUpMfa.error && { status: madeUpMfa.error.status, type: madeUpMfa.error.type },
 		},
+		providers: providers.data?.data.items.map((provider) => provider.id),
 		refresh: { status: refreshed.response.status, rotated: fresh.refreshToken !== tokens.refreshToken },
 		problem: problem && { status: problem.status, type: problem.type, detail: problem.detail },
 		pages: {
