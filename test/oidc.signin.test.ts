@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, setSystemTime, test } from 'bun:test'
 import { eq } from 'drizzle-orm'
 import { identities, users } from '../src/db/schema'
 import { problem, startTestApp, type TestApp } from './support/app'
@@ -201,6 +201,42 @@ describe('ID tokens that fail a check end in invalid-response, and no account is
 			expect((await exchange(landed.searchParams.get('code'), verifier)).status).toBe(200)
 		} finally {
 			provider.rewriteIdToken = undefined
+		}
+	})
+})
+
+describe('discovery and keys', () => {
+	test('the discovery document is fetched once for many flows; a rotated signing key is fetched when a token names it', async () => {
+		const rotating = await TestOpenIdProvider.start(['http://localhost/api/auth/providers/rotating/callback'])
+		const app = await startTestApp({ APP_URL: FRONTEND, OIDC_PROVIDERS: 'rotating', ...rotating.settings('rotating') }, database)
+		try {
+			const signIn = async () => {
+				const email = uniqueEmail('oidc-rotating')
+				rotating.signInAs = { sub: `sub-${email}`, email, email_verified: true }
+				const { verifier, challenge } = pkce()
+				const landed = await new FlowBrowser(app.app).follow(authorizationPath(challenge).replace('/test/', '/rotating/'), rotating.issuer)
+				const code = landed.searchParams.get('code')
+				return code ? (await exchange(code, verifier, app)).status : landed.searchParams.get('error')
+			}
+			for (let i = 0; i < 3; i++) expect(await signIn()).toBe(200)
+			expect(rotating.requests.get('/.well-known/openid-configuration')).toBe(1)
+			expect(rotating.requests.get('/jwks')).toBe(1)
+			await rotating.rotate()
+			// A made-up kid does not make the key set be fetched again and again: not within a minute of the last fetch…
+			expect(await signIn()).toBe('invalid-response')
+			expect(rotating.requests.get('/jwks')).toBe(1)
+			// …and after it, the unknown kid fetches the key set once more, and the rotated key is found.
+			setSystemTime(new Date(Date.now() + 61_000))
+			try {
+				expect(await signIn()).toBe(200)
+			} finally {
+				setSystemTime()
+			}
+			expect(rotating.requests.get('/jwks')).toBe(2)
+			expect(rotating.requests.get('/.well-known/openid-configuration')).toBe(1)
+		} finally {
+			await app.close()
+			await rotating.stop()
 		}
 	})
 })

@@ -26,6 +26,10 @@ export class TestOpenIdProvider {
 	signInAs: TestIdentity = { sub: 'nobody' }
 	/** While set, every ID token from the token endpoint is rewritten so (a provider that misbehaves, or an attacker in its place). */
 	rewriteIdToken: IdTokenRewrite | undefined
+	/** Requests seen, by path (`/.well-known/openid-configuration`, `/jwks`, `/token`…). */
+	readonly requests = new Map<string, number>()
+	/** A key the provider starts signing with after a rotation: published at /jwks beside the first once `rotate` is called. */
+	private rotated: { key: CryptoKey; jwk: Record<string, unknown> } | undefined
 	private server: http.Server | undefined
 	private constructor(
 		private readonly provider: Provider,
@@ -75,7 +79,10 @@ export class TestOpenIdProvider {
 		const instance = new TestOpenIdProvider(provider, chosen, privateKey, kid)
 		const callback = provider.callback()
 		const handler: http.RequestListener = async (req, res) => {
-			if (req.method === 'POST' && req.url?.startsWith('/token') && instance.rewriteIdToken) instance.interceptTokenResponse(res)
+			const path = (req.url ?? '').split('?')[0] ?? ''
+			instance.requests.set(path, (instance.requests.get(path) ?? 0) + 1)
+			if (req.method === 'GET' && path === '/jwks' && instance.rotated) instance.interceptJwks(res)
+			if (req.method === 'POST' && path === '/token' && instance.rewriteIdToken) instance.interceptTokenResponse(res)
 			if (req.url?.startsWith('/interaction/')) {
 				const identity = instance.signInAs
 				identities.set(identity.sub, identity)
@@ -94,15 +101,24 @@ export class TestOpenIdProvider {
 
 	private handler: http.RequestListener | undefined
 
-	/** Rewrites the ID token in the token endpoint's JSON answer before it leaves (headers are not sent yet). */
-	private interceptTokenResponse(res: http.ServerResponse) {
-		const rewrite = this.rewriteIdToken
+	/**
+	 * A key rotation: a new signing key, published at /jwks beside the old one, and used for every ID token
+	 * from now on (a client that cached the old key set meets an unknown `kid`).
+	 */
+	async rotate() {
+		const { privateKey } = await generateKeyPair('RS256', { extractable: true })
+		const { d: _d, p: _p, q: _q, dp: _dp, dq: _dq, qi: _qi, ...publicJwk } = await exportJWK(privateKey)
+		const kid = `rotated-${this.port}`
+		this.rotated = { key: privateKey, jwk: { ...publicJwk, kid, alg: 'RS256', use: 'sig' } }
+		this.rewriteIdToken = (claims) => claims
+	}
+
+	/** Rewrites a JSON answer before it leaves (the provider has set its headers but sent none yet). */
+	private interceptJson<T>(res: http.ServerResponse, change: (body: T) => Promise<T>) {
 		const end = res.end.bind(res) as (chunk?: unknown) => http.ServerResponse
 		res.end = ((chunk?: unknown) => {
 			void (async () => {
-				const body = JSON.parse(String(chunk)) as { id_token?: string }
-				if (body.id_token && rewrite) body.id_token = await this.rewritten(body.id_token, rewrite)
-				const text = JSON.stringify(body)
+				const text = JSON.stringify(await change(JSON.parse(String(chunk)) as T))
 				res.setHeader('content-length', Buffer.byteLength(text))
 				end(text)
 			})()
@@ -110,12 +126,23 @@ export class TestOpenIdProvider {
 		}) as typeof res.end
 	}
 
+	private interceptJwks(res: http.ServerResponse) {
+		const extra = this.rotated?.jwk
+		this.interceptJson<{ keys: unknown[] }>(res, async (body) => ({ keys: extra ? [...body.keys, extra] : body.keys }))
+	}
+
+	private interceptTokenResponse(res: http.ServerResponse) {
+		const rewrite = this.rewriteIdToken
+		this.interceptJson<{ id_token?: string }>(res, async (body) => (body.id_token && rewrite ? { ...body, id_token: await this.rewritten(body.id_token, rewrite) } : body))
+	}
+
 	private async rewritten(idToken: string, rewrite: IdTokenRewrite): Promise<string> {
 		if (rewrite === 'break-signature') {
 			const [header, payload, signature = ''] = idToken.split('.')
 			return `${header}.${payload}.${signature.slice(0, -4)}${signature.slice(-4) === 'AAAA' ? 'BBBB' : 'AAAA'}`
 		}
-		return new SignJWT(rewrite(decodeJwt(idToken))).setProtectedHeader({ alg: 'RS256', kid: this.kid, typ: 'JWT' }).sign(this.signingKey)
+		const { key, kid } = this.rotated ? { key: this.rotated.key, kid: String(this.rotated.jwk.kid) } : { key: this.signingKey, kid: this.kid }
+		return new SignJWT(rewrite(decodeJwt(idToken))).setProtectedHeader({ alg: 'RS256', kid, typ: 'JWT' }).sign(key)
 	}
 
 	private async listen() {
