@@ -153,6 +153,7 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		settings: config.oidc,
 		signupEnabled: config.signupEnabled,
 		mfaRequired: config.mfa.required,
+		log,
 		sessions: auth,
 		stepUp: factors,
 	})

@@ -70,6 +70,15 @@ describe('signing in with an OpenID provider', () => {
 		expect((await t.call('POST', '/api/auth/login', { json: { email, password: PASSWORD } })).status).toBe(401)
 	})
 
+	test('the first sign-ins of one identity racing each other make one account, and both get in', async () => {
+		const email = uniqueEmail('oidc-race')
+		const flows = await Promise.all(Array.from({ length: 20 }, () => signInAtProvider({ sub: `sub-${email}`, email, email_verified: true })))
+		const sessions = await Promise.all(flows.map(({ landed, verifier }) => exchange(landed.searchParams.get('code'), verifier)))
+		expect(sessions.map((res) => res.status)).toEqual(Array(20).fill(200))
+		expect(new Set(sessions.map((res) => res.body.data.user.id)).size).toBe(1)
+		expect(await database.handle.db.select().from(identities).where(eq(identities.subject, `sub-${email}`))).toHaveLength(1)
+	})
+
 	test('a returning identity signs in to the same account', async () => {
 		const email = uniqueEmail('oidc-return')
 		const first = await signInAtProvider({ sub: `sub-${email}`, email, email_verified: true })

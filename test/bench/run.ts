@@ -7,10 +7,11 @@
  *   bun run bench [--users 1000000] [--seconds 10] [--connections 50] [--reseed]
  *                 [--memory-requests 100000] [--memory-round 50000] [--logout-pool 300] [--skip-build]
  *                 [--server postgres://postgres@127.0.0.1:5432/postgres] [--database latchkey_bench]
- *                 [--mail-count 2000] [--only mail|mfa]
+ *                 [--mail-count 2000] [--only mail|mfa|oidc]
  *
  * `--only mail` runs the mail section alone (test/bench/mail.ts), `--only mfa` the second-factor one
- * (test/bench/mfa.ts), with no start-up, hashing or other scenario.
+ * (test/bench/mfa.ts), `--only oidc` the identity-provider one (test/bench/oidc.ts), with no start-up,
+ * hashing or other scenario.
  *
  * Speed goals live here and only here; `bun test` never times anything.
  */
@@ -23,6 +24,7 @@ import { prepareDatabase, rowNearEnd, SEED_PASSWORD } from './database'
 import { cpuSeconds, rssMiB, RssWatch } from './proc'
 import { describeMail, mailSection, type MailFigures } from './mail'
 import { describeMfa, mfaSection, type MfaFigures } from './mfa'
+import { describeOidc, oidcSection, type OidcFigures } from './oidc'
 import { measureStartups, type StartupFigures } from './startup'
 import { runLoadGenerator, type BenchSession, type LoadResult, type LoadSpec, type Workload } from './workload'
 
@@ -72,7 +74,10 @@ const MEMORY_ROUND = args['memory-round'] === undefined ? Math.ceil(MEMORY_REQUE
 const LOGOUT_POOL = whole('logout-pool', 10)
 /** Mails the outbox scenario queues at once. */
 const MAIL_COUNT = whole('mail-count', 10)
-if (args.only !== undefined && args.only !== 'mail' && args.only !== 'mfa') throw new Error('--only takes: mail, mfa')
+const SECTIONS = ['mail', 'mfa', 'oidc'] as const
+type Section = (typeof SECTIONS)[number]
+const isSection = (value: string | undefined): value is Section => SECTIONS.includes(value as Section)
+if (args.only !== undefined && !isSection(args.only)) throw new Error(`--only takes: ${SECTIONS.join(', ')}`)
 const CORES = navigator.hardwareConcurrency
 /** Sessions for the reads: more than connections, so that requests spread over users and pages. */
 const READ_POOL = Math.max(64, CONNECTIONS)
@@ -372,7 +377,7 @@ async function main() {
 		const build = Bun.spawnSync([process.execPath, 'run', 'build'], { cwd: ROOT, stdout: 'ignore', stderr: 'pipe' })
 		if (build.exitCode !== 0) throw new Error(`build failed: ${build.stderr.toString()}`)
 	}
-	if (args.only === 'mail' || args.only === 'mfa') return sectionOnly(args.only, startedAt, machine)
+	if (isSection(args.only)) return sectionOnly(args.only, startedAt, machine)
 
 	log('measuring start-up on the embedded database')
 	const embeddedStartup = await measureStartups(5, await freePort())
@@ -545,6 +550,7 @@ async function main() {
 
 	await runMail(database.url, rows, extra)
 	await runMfa(database.url, rows, extra)
+	await runOidc(database.url, rows, extra)
 	await finish({ startedAt, machine, database, hashing, memory, rows, extra })
 }
 
@@ -588,14 +594,27 @@ async function runMfa(databaseUrl: string, rows: Row[], extra: Record<string, un
 	extra.mfa = mfa.figures
 }
 
-/** `--only mail` or `--only mfa`: the database and that section, nothing else. */
-async function sectionOnly(section: 'mail' | 'mfa', startedAt: Date, machine: Awaited<ReturnType<typeof machineNotes>>) {
+/** 10. Identity providers (test/bench/oidc.ts): the whole provider sign-in per second, the provider's own time apart. */
+async function runOidc(databaseUrl: string, rows: Row[], extra: Record<string, unknown>) {
+	log('10. identity providers')
+	const oidc = await oidcSection<Row>({
+		seconds: SECONDS,
+		log,
+		row: (id, scenario, m, limit, goal, met) => row(id, scenario, m, limit, goal, met),
+		startService: (env, name) => startService(databaseUrl, '1', { env, name }),
+	})
+	rows.push(...oidc.rows)
+	extra.oidc = oidc.figures
+}
+
+/** `--only <section>`: the database and that section, nothing else. */
+async function sectionOnly(section: Section, startedAt: Date, machine: Awaited<ReturnType<typeof machineNotes>>) {
 	log(`preparing database ${args.database} with ${USERS} users`)
 	const database = await prepareDatabase(args.server, args.database, USERS, args.reseed)
 	log(database.seeded === 'created' ? `seeded in ${database.seedSeconds.toFixed(0)} s` : 'reused the existing seed')
 	const rows: Row[] = []
 	const extra: Record<string, unknown> = {}
-	await (section === 'mail' ? runMail : runMfa)(database.url, rows, extra)
+	await { mail: runMail, mfa: runMfa, oidc: runOidc }[section](database.url, rows, extra)
 	await finish({ startedAt, machine, database, rows, extra })
 }
 
@@ -687,6 +706,8 @@ function printTable(report: { extra: Record<string, unknown>; options: { users: 
 	if (mail) for (const line of describeMail(mail)) console.log(line)
 	const mfa = report.extra.mfa as MfaFigures | undefined
 	if (mfa) for (const line of describeMfa(mfa)) console.log(line)
+	const oidc = report.extra.oidc as OidcFigures | undefined
+	if (oidc) for (const line of describeOidc(oidc)) console.log(line)
 }
 
 await main()

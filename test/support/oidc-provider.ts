@@ -28,6 +28,8 @@ export class TestOpenIdProvider {
 	rewriteIdToken: IdTokenRewrite | undefined
 	/** Requests seen, by path (`/.well-known/openid-configuration`, `/jwks`, `/token`…). */
 	readonly requests = new Map<string, number>()
+	/** Milliseconds spent answering them, by path (the benchmark's "provider time"). */
+	readonly timing = new Map<string, number>()
 	/** A key the provider starts signing with after a rotation: published at /jwks beside the first once `rotate` is called. */
 	private rotated: { key: CryptoKey; jwk: Record<string, unknown> } | undefined
 	private server: http.Server | undefined
@@ -81,6 +83,8 @@ export class TestOpenIdProvider {
 		const handler: http.RequestListener = async (req, res) => {
 			const path = (req.url ?? '').split('?')[0] ?? ''
 			instance.requests.set(path, (instance.requests.get(path) ?? 0) + 1)
+			const at = performance.now()
+			res.on('finish', () => instance.timing.set(path, (instance.timing.get(path) ?? 0) + performance.now() - at))
 			if (req.method === 'GET' && path === '/jwks' && instance.rotated) instance.interceptJwks(res)
 			if (req.method === 'POST' && path === '/token' && instance.rewriteIdToken) instance.interceptTokenResponse(res)
 			if (req.url?.startsWith('/interaction/')) {

@@ -83,7 +83,7 @@ export const oidcModule = ({ signIn, guard, jwt }: OidcModuleDeps) =>
 					operationId: 'providerCallback',
 					summary: 'Where the provider sends the browser back (302 to the frontend)',
 					description:
-						'Register `{PUBLIC_URL}/api/auth/providers/{provider}/callback` at the provider. Every outcome is a redirect to the flow’s `redirectTo`: with `code`, or with `error` (`invalid-state`, `access-denied`, `provider-error`, `provider-unavailable`, `invalid-response`, `email-required`, `account-exists`, `account-deactivated`, `signup-disabled`) and `error_description`.',
+						'Register `{PUBLIC_URL}/api/auth/providers/{provider}/callback` at the provider. Every outcome is a redirect to the flow’s `redirectTo`: with `code`, or with `error` (`invalid-state`, `access-denied`, `provider-error`, `provider-unavailable`, `invalid-response`, `email-required`, `account-exists`, `account-deactivated`, `signup-disabled`, `identity-in-use`, `server-error`) and `error_description`.',
 					security: [],
 				},
 			},

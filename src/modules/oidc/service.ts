@@ -2,7 +2,8 @@ import { timingSafeEqual } from 'node:crypto'
 import { and, count, eq, gt, isNull, lt, ne, sql } from 'drizzle-orm'
 import * as oidc from 'openid-client'
 import type { Config, OidcProviderSettings } from '../../config/env'
-import { sqlState, type Database } from '../../db/client'
+import { isDatabaseUnavailable, loggableError, sqlState, type Database } from '../../db/client'
+import type { Logger } from '../../log'
 import { factors, identities, oidcFlows, signInCodes, users, type UserRow } from '../../db/schema'
 import { AppError, Conflict, NotFound } from '../../http/problem'
 import type { AuditLog, ClientInfo } from '../audit/service'
@@ -31,6 +32,7 @@ export type ProviderError =
 	| 'account-deactivated'
 	| 'signup-disabled'
 	| 'identity-in-use'
+	| 'server-error'
 
 const DESCRIPTIONS: Record<ProviderError, string> = {
 	'invalid-state': 'This sign-in was not started in this browser, or has expired: start again',
@@ -43,6 +45,7 @@ const DESCRIPTIONS: Record<ProviderError, string> = {
 	'account-deactivated': 'This account is deactivated',
 	'signup-disabled': 'Sign-up is closed, and no account is linked to this identity',
 	'identity-in-use': 'This identity already signs in to another account',
+	'server-error': 'The sign-in failed on our side; try again',
 }
 
 /** The browser's secret that binds a flow to it (a cookie), and the state that names the flow: only digests are stored. */
@@ -60,6 +63,7 @@ export interface ProviderSignInDeps {
 	settings: Config['oidc']
 	signupEnabled: boolean
 	mfaRequired: Config['mfa']['required']
+	log: Logger
 	sessions: Pick<AuthService, 'startSessionFor'>
 	/** Adding or removing a way in needs aal2 once a second factor is active. */
 	stepUp: Pick<FactorsService, 'requireStepUp'>
@@ -178,7 +182,24 @@ export class ProviderSignIn {
 		if (!flow) return this.failure(this.deps.settings.fallbackUrl, 'invalid-state')
 		if (flow.browserHash !== null && (!browserSecret || !sameDigest(flow.browserHash, digest(browserSecret)))) return this.failure(flow.redirectTo, 'invalid-state')
 		if (query.error) return this.failure(flow.redirectTo, query.error === 'access_denied' ? 'access-denied' : 'provider-error')
+		try {
+			return await this.finishCallback(provider, flow, query, requestOrigin, client)
+		} catch (error) {
+			// The flow is spent and the browser is the frontend's: it gets an error to show, never a page of this API.
+			if (isDatabaseUnavailable(error)) throw error
+			this.deps.log.error({ provider: provider.id, error: loggableError(error) }, 'provider sign-in failed on our side')
+			return this.failure(flow.redirectTo, 'server-error')
+		}
+	}
 
+	private async finishCallback(
+		provider: OidcProviderSettings,
+		flow: typeof oidcFlows.$inferSelect,
+		query: Record<string, string | undefined>,
+		requestOrigin: string,
+		client: ClientInfo,
+	): Promise<string> {
+		const { db } = this.deps
 		let claims: { sub: string; email?: string; emailVerified: boolean; name?: string }
 		try {
 			claims = await this.verifiedClaims(provider, flow, query, requestOrigin)
@@ -301,8 +322,10 @@ export class ProviderSignIn {
 				return { ok: true, user, created: true, linked: false }
 			})
 		} catch (error) {
+			// A concurrent first sign-in of the same identity made the account or identity first: read it again.
 			const { constraint } = sqlState(error)
-			if (!retried && (constraint === 'identities_provider_subject_key' || constraint === 'users_email_key')) return this.resolveAccount(provider, claims, true)
+			const raced = constraint === 'identities_provider_subject_key' || (error instanceof AppError && error.kind === 'email-taken')
+			if (!retried && raced) return this.resolveAccount(provider, claims, true)
 			throw error
 		}
 	}

@@ -1,0 +1,141 @@
+/**
+ * The identity-provider section of `bench` (run.ts calls `oidcSection`; `bun run bench -- --only oidc`):
+ * the whole provider sign-in — authorization redirect, the provider's pages, the callback (token request,
+ * userinfo), the code exchange — per second and its latency, with the provider's own time measured apart
+ * inside it (a real oidc-provider in this process, its request handling timed by path).
+ *
+ * Flows run from this process, several at once, each a "browser" that follows the redirects
+ * (test/support/oidc-provider.ts). The service runs with NODE_ENV=test: production refuses an http://
+ * issuer, and this provider is on loopback. Its public URL is a name of its own (PUBLIC_URL), which the
+ * browsers map to the service's port, so the provider knows the callback before the service has a port.
+ */
+import { FlowBrowser, TestOpenIdProvider } from '../support/oidc-provider'
+import type { LoadResult } from './workload'
+
+const PUBLIC_ORIGIN = 'http://latchkey.bench'
+const FRONTEND = 'http://frontend.bench/auth/callback'
+/** Flows in flight at once. */
+const CONCURRENCY = 8
+
+export interface OidcBench<R> {
+	seconds: number
+	log(message: string): void
+	startService(env: Record<string, string>, name: string): Promise<{ pid: number; url: string; readyAfterMs: number; stop(): Promise<void> }>
+	row(id: string, scenario: string, m: LoadResult & { peakRssMiB: number; serviceCores: number; machineBusy: number }, limit: { name: string; perSecond: number | null }, goal?: string, met?: boolean | null): R
+}
+
+export interface OidcFigures {
+	flows: number
+	flowsPerSecond: number
+	p50Ms: number
+	p99Ms: number
+	/** Per flow, on average: the provider's own handling (its pages, token, userinfo, keys), and everything else. */
+	providerMsPerFlow: number
+	latchkeyMsPerFlow: number
+	failed: number
+}
+
+const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))] ?? 0
+
+export async function oidcSection<R>(bench: OidcBench<R>): Promise<{ rows: R[]; figures: OidcFigures }> {
+	const provider = await TestOpenIdProvider.start([`${PUBLIC_ORIGIN}/api/auth/providers/bench/callback`])
+	const service = await bench.startService(
+		{ NODE_ENV: 'test', OIDC_PROVIDERS: 'bench', ...provider.settings('bench'), PUBLIC_URL: PUBLIC_ORIGIN, REDIRECT_URLS: 'http://frontend.bench/*' },
+		'oidc',
+	)
+	try {
+		// The browsers' requests to the service's public name go to its port.
+		const api = { handle: (request: Request) => fetch(request.url.replace(PUBLIC_ORIGIN, service.url), { headers: request.headers, redirect: 'manual' }) }
+		const errors = new Map<string, number>()
+		const flow = async (n: number) => {
+			const verifier = Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString('base64url')
+			const challenge = new Bun.CryptoHasher('sha256').update(verifier).digest('base64url')
+			const query = new URLSearchParams({ redirectTo: FRONTEND, codeChallenge: challenge, codeChallengeMethod: 'S256' })
+			const landed = await new FlowBrowser(api, PUBLIC_ORIGIN).follow(`${PUBLIC_ORIGIN}/api/auth/providers/bench/authorization?${query}`, provider.issuer)
+			const code = landed.searchParams.get('code')
+			if (!code) {
+				errors.set(landed.searchParams.get('error') ?? 'none', (errors.get(landed.searchParams.get('error') ?? 'none') ?? 0) + 1)
+				return false
+			}
+			const response = await fetch(`${service.url}/api/auth/sessions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ code, codeVerifier: verifier }) })
+			const text = await response.text()
+			if (!response.ok) errors.set(`exchange ${response.status} ${text.slice(0, 60)}`, (errors.get(`exchange ${response.status} ${text.slice(0, 60)}`) ?? 0) + 1)
+			return response.ok && n >= 0
+		}
+
+		bench.log('10a. warming up (discovery, keys, the first accounts)')
+		provider.signInAs = { sub: 'warm-up', email: 'warm-up@example.test', email_verified: true }
+		for (let i = 0; i < 5; i++) await flow(i)
+
+		bench.log(`10b. provider sign-ins, ${CONCURRENCY} at once for ${bench.seconds} s`)
+		provider.timing.clear()
+		const latencies: number[] = []
+		let failed = 0
+		let counter = 0
+		const started = performance.now()
+		const deadline = started + bench.seconds * 1000
+		await Promise.all(
+			Array.from({ length: CONCURRENCY }, async () => {
+				while (performance.now() < deadline) {
+					const n = counter++
+					// Each flow a new person: the interaction signs in whoever is current when it runs, so one identity per worker round.
+					provider.signInAs = { sub: `bench-${n}`, email: `bench-oidc-${n}-${Date.now()}@example.test`, email_verified: true }
+					const at = performance.now()
+					const ok = await flow(n).catch((error: unknown) => {
+						const reason = error instanceof Error ? error.message.replace(/\?[^:]*/, "?…").slice(0, 300) : "error"
+						errors.set(reason, (errors.get(reason) ?? 0) + 1)
+						return false
+					})
+					if (ok) latencies.push(performance.now() - at)
+					else failed++
+				}
+			}),
+		)
+		const seconds = (performance.now() - started) / 1000
+		if (errors.size) bench.log(`flows that ended in an error: ${JSON.stringify(Object.fromEntries(errors))}`)
+		latencies.sort((a, b) => a - b)
+		const providerMs = [...provider.timing.values()].reduce((sum, ms) => sum + ms, 0)
+		const flows = latencies.length
+		const meanMs = flows ? latencies.reduce((sum, ms) => sum + ms, 0) / flows : 0
+		const figures: OidcFigures = {
+			flows,
+			flowsPerSecond: flows / seconds,
+			p50Ms: percentile(latencies, 50),
+			p99Ms: percentile(latencies, 99),
+			providerMsPerFlow: flows ? providerMs / flows : 0,
+			latchkeyMsPerFlow: flows ? meanMs - providerMs / flows : 0,
+			failed,
+		}
+		const measured = {
+			requests: flows + failed,
+			okPerSecond: figures.flowsPerSecond,
+			p50: Math.round(figures.p50Ms),
+			p99: Math.round(figures.p99Ms),
+			mean: meanMs,
+			max: latencies.at(-1) ?? 0,
+			durationSeconds: seconds,
+			non2xx: failed,
+			errors: 0,
+			timeouts: 0,
+			statusCodes: {},
+			captured: [],
+			peakRssMiB: Number.NaN,
+			serviceCores: Number.NaN,
+			machineBusy: Number.NaN,
+		}
+		return {
+			figures,
+			rows: [bench.row('oidc-flow', `provider sign-in: authorize + provider + callback + exchange (${CONCURRENCY} at once)`, measured, { name: 'provider time inside, ms/flow', perSecond: null })],
+		}
+	} finally {
+		await service.stop()
+		await provider.stop()
+	}
+}
+
+export function describeOidc(figures: OidcFigures): string[] {
+	return [
+		`oidc: ${figures.flows} sign-ins in ${(figures.flows / figures.flowsPerSecond).toFixed(1)} s = ${figures.flowsPerSecond.toFixed(1)}/s, p50 ${figures.p50Ms.toFixed(0)} ms, p99 ${figures.p99Ms.toFixed(0)} ms, ${figures.failed} failed;` +
+			` per flow ${figures.providerMsPerFlow.toFixed(1)} ms in the provider (oidc-provider, this process) and ${figures.latchkeyMsPerFlow.toFixed(1)} ms elsewhere (Latchkey, its database, the network)`,
+	]
+}
