@@ -17,11 +17,15 @@ const FRONTEND = 'http://frontend.bench/auth/callback'
 /** Flows in flight at once. */
 const CONCURRENCY = 8
 
-export interface OidcBench<R> {
+type Target = { pid: number; url: string; readyAfterMs: number; stop(): Promise<void> }
+
+export interface OidcBench<M extends LoadResult, R> {
 	seconds: number
 	log(message: string): void
-	startService(env: Record<string, string>, name: string): Promise<{ pid: number; url: string; readyAfterMs: number; stop(): Promise<void> }>
-	row(id: string, scenario: string, m: LoadResult & { peakRssMiB: number; serviceCores: number; machineBusy: number }, limit: { name: string; perSecond: number | null }, goal?: string, met?: boolean | null): R
+	startService(env: Record<string, string>, name: string): Promise<Target>
+	/** Settles the service, then watches its memory and CPU while `run` goes. */
+	measure(target: Target, run: () => Promise<LoadResult>): Promise<M>
+	row(id: string, scenario: string, m: M, limit: { name: string; perSecond: number | null }, goal?: string, met?: boolean | null): R
 }
 
 export interface OidcFigures {
@@ -37,7 +41,7 @@ export interface OidcFigures {
 
 const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))] ?? 0
 
-export async function oidcSection<R>(bench: OidcBench<R>): Promise<{ rows: R[]; figures: OidcFigures }> {
+export async function oidcSection<M extends LoadResult, R>(bench: OidcBench<M, R>): Promise<{ rows: R[]; figures: OidcFigures }> {
 	const provider = await TestOpenIdProvider.start([`${PUBLIC_ORIGIN}/api/auth/providers/bench/callback`])
 	const service = await bench.startService(
 		{ NODE_ENV: 'test', OIDC_PROVIDERS: 'bench', ...provider.settings('bench'), PUBLIC_URL: PUBLIC_ORIGIN, REDIRECT_URLS: 'http://frontend.bench/*' },
@@ -46,7 +50,9 @@ export async function oidcSection<R>(bench: OidcBench<R>): Promise<{ rows: R[]; 
 	try {
 		// The browsers' requests to the service's public name go to its port.
 		const api = { handle: (request: Request) => fetch(request.url.replace(PUBLIC_ORIGIN, service.url), { headers: request.headers, redirect: 'manual' }) }
+		/** Why flows failed, counted (printed after the run: a failure is a finding, not noise). */
 		const errors = new Map<string, number>()
+		const failedBecause = (reason: string) => errors.set(reason, (errors.get(reason) ?? 0) + 1)
 		const flow = async (n: number) => {
 			const verifier = Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString('base64url')
 			const challenge = new Bun.CryptoHasher('sha256').update(verifier).digest('base64url')
@@ -54,12 +60,12 @@ export async function oidcSection<R>(bench: OidcBench<R>): Promise<{ rows: R[]; 
 			const landed = await new FlowBrowser(api, PUBLIC_ORIGIN).follow(`${PUBLIC_ORIGIN}/api/auth/providers/bench/authorization?${query}`, provider.issuer)
 			const code = landed.searchParams.get('code')
 			if (!code) {
-				errors.set(landed.searchParams.get('error') ?? 'none', (errors.get(landed.searchParams.get('error') ?? 'none') ?? 0) + 1)
+				failedBecause(`error=${landed.searchParams.get('error')}`)
 				return false
 			}
 			const response = await fetch(`${service.url}/api/auth/sessions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ code, codeVerifier: verifier }) })
 			const text = await response.text()
-			if (!response.ok) errors.set(`exchange ${response.status} ${text.slice(0, 60)}`, (errors.get(`exchange ${response.status} ${text.slice(0, 60)}`) ?? 0) + 1)
+			if (!response.ok) failedBecause(`exchange ${response.status} ${text.slice(0, 60)}`)
 			return response.ok && n >= 0
 		}
 
@@ -68,61 +74,62 @@ export async function oidcSection<R>(bench: OidcBench<R>): Promise<{ rows: R[]; 
 		for (let i = 0; i < 5; i++) await flow(i)
 
 		bench.log(`10b. provider sign-ins, ${CONCURRENCY} at once for ${bench.seconds} s`)
-		provider.timing.clear()
-		const latencies: number[] = []
-		let failed = 0
-		let counter = 0
-		const started = performance.now()
-		const deadline = started + bench.seconds * 1000
-		await Promise.all(
-			Array.from({ length: CONCURRENCY }, async () => {
-				while (performance.now() < deadline) {
-					const n = counter++
-					// Each flow a new person: the interaction signs in whoever is current when it runs, so one identity per worker round.
-					provider.signInAs = { sub: `bench-${n}`, email: `bench-oidc-${n}-${Date.now()}@example.test`, email_verified: true }
-					const at = performance.now()
-					const ok = await flow(n).catch((error: unknown) => {
-						const reason = error instanceof Error ? error.message.replace(/\?[^:]*/, "?…").slice(0, 300) : "error"
-						errors.set(reason, (errors.get(reason) ?? 0) + 1)
-						return false
-					})
-					if (ok) latencies.push(performance.now() - at)
-					else failed++
-				}
-			}),
-		)
-		const seconds = (performance.now() - started) / 1000
-		if (errors.size) bench.log(`flows that ended in an error: ${JSON.stringify(Object.fromEntries(errors))}`)
-		latencies.sort((a, b) => a - b)
-		const providerMs = [...provider.timing.values()].reduce((sum, ms) => sum + ms, 0)
-		const flows = latencies.length
-		const meanMs = flows ? latencies.reduce((sum, ms) => sum + ms, 0) / flows : 0
-		const figures: OidcFigures = {
-			flows,
-			flowsPerSecond: flows / seconds,
-			p50Ms: percentile(latencies, 50),
-			p99Ms: percentile(latencies, 99),
-			providerMsPerFlow: flows ? providerMs / flows : 0,
-			latchkeyMsPerFlow: flows ? meanMs - providerMs / flows : 0,
-			failed,
-		}
-		const measured = {
-			requests: flows + failed,
-			okPerSecond: figures.flowsPerSecond,
-			p50: Math.round(figures.p50Ms),
-			p99: Math.round(figures.p99Ms),
-			mean: meanMs,
-			max: latencies.at(-1) ?? 0,
-			durationSeconds: seconds,
-			non2xx: failed,
-			errors: 0,
-			timeouts: 0,
-			statusCodes: {},
-			captured: [],
-			peakRssMiB: Number.NaN,
-			serviceCores: Number.NaN,
-			machineBusy: Number.NaN,
-		}
+		let figures: OidcFigures | undefined
+		const measured = await bench.measure(service, async () => {
+			provider.timing.clear()
+			const latencies: number[] = []
+			let failed = 0
+			let counter = 0
+			const started = performance.now()
+			const deadline = started + bench.seconds * 1000
+			await Promise.all(
+				Array.from({ length: CONCURRENCY }, async () => {
+					while (performance.now() < deadline) {
+						const n = counter++
+						// A new person each time; flows at once may share one (the interaction signs in whoever is current), which is a returning sign-in.
+						provider.signInAs = { sub: `bench-${n}`, email: `bench-oidc-${n}-${Date.now()}@example.test`, email_verified: true }
+						const at = performance.now()
+						const ok = await flow(n).catch((error: unknown) => {
+							failedBecause(error instanceof Error ? error.message.replace(/\?[^:]*/, '?…').slice(0, 300) : 'error')
+							return false
+						})
+						if (ok) latencies.push(performance.now() - at)
+						else failed++
+					}
+				}),
+			)
+			const seconds = (performance.now() - started) / 1000
+			if (errors.size) bench.log(`flows that ended in an error: ${JSON.stringify(Object.fromEntries(errors))}`)
+			latencies.sort((a, b) => a - b)
+			const providerMs = [...provider.timing.values()].reduce((sum, ms) => sum + ms, 0)
+			const flows = latencies.length
+			const meanMs = flows ? latencies.reduce((sum, ms) => sum + ms, 0) / flows : 0
+			figures = {
+				flows,
+				flowsPerSecond: flows / seconds,
+				p50Ms: percentile(latencies, 50),
+				p99Ms: percentile(latencies, 99),
+				providerMsPerFlow: flows ? providerMs / flows : 0,
+				latchkeyMsPerFlow: flows ? meanMs - providerMs / flows : 0,
+				failed,
+			}
+			const result: LoadResult = {
+				requests: flows + failed,
+				okPerSecond: figures.flowsPerSecond,
+				p50: Math.round(figures.p50Ms),
+				p99: Math.round(figures.p99Ms),
+				mean: meanMs,
+				max: latencies.at(-1) ?? 0,
+				durationSeconds: seconds,
+				non2xx: failed,
+				errors: 0,
+				timeouts: 0,
+				statusCodes: {},
+				captured: [],
+			}
+			return result
+		})
+		if (!figures) throw new Error('the provider sign-ins were not measured')
 		return {
 			figures,
 			rows: [bench.row('oidc-flow', `provider sign-in: authorize + provider + callback + exchange (${CONCURRENCY} at once)`, measured, { name: 'provider time inside, ms/flow', perSecond: null })],

@@ -597,10 +597,11 @@ async function runMfa(databaseUrl: string, rows: Row[], extra: Record<string, un
 /** 10. Identity providers (test/bench/oidc.ts): the whole provider sign-in per second, the provider's own time apart. */
 async function runOidc(databaseUrl: string, rows: Row[], extra: Record<string, unknown>) {
 	log('10. identity providers')
-	const oidc = await oidcSection<Row>({
+	const oidc = await oidcSection<Measured, Row>({
 		seconds: SECONDS,
 		log,
-		row: (id, scenario, m, limit, goal, met) => row(id, scenario, m, limit, goal, met),
+		measure,
+		row,
 		startService: (env, name) => startService(databaseUrl, '1', { env, name }),
 	})
 	rows.push(...oidc.rows)
