@@ -94,6 +94,7 @@ interface Tour {
 		madeUpMfa?: { status: number; type: string }
 	}
 	providers?: string[]
+	madeUpCode?: { status: number; type: string }
 	refresh: { status: number; rotated: boolean }
 	problem?: { status: number; type: string; detail: string }
 	pages: { first: string[]; link: string | null; second?: string[] }
@@ -120,6 +121,7 @@ function expectTheTour(tour: Tour, newcomer: { email: string }) {
 		madeUpMfa: { status: 401, type: expect.stringMatching(/\/problems\/invalid-mfa-token$/) },
 	})
 	expect(tour.providers).toEqual([])
+	expect(tour.madeUpCode).toEqual({ status: 400, type: expect.stringMatching(/\/problems\/invalid-code$/) })
 	expect(tour.refresh).toEqual({ status: 200, rotated: true })
 	expect(tour.problem).toEqual({ status: 401, type: expect.stringMatching(/\/problems\/invalid-credentials$/), detail: expect.any(String) })
 	const everyone = [...accounts].sort()

@@ -1,10 +1,11 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, setSystemTime, test } from 'bun:test'
 import { eq } from 'drizzle-orm'
-import { identities, users } from '../src/db/schema'
+import { identities, signInCodes, users } from '../src/db/schema'
 import { problem, startTestApp, type TestApp } from './support/app'
 import { createTestDatabase, type TestDatabase } from './support/database'
 import { enrollTotp } from './support/factors'
 import { jwtPayload, PASSWORD, signUp, uniqueEmail } from './support/fixtures'
+import { loggedMail, proofOf } from './support/mail'
 import { FlowBrowser, TestOpenIdProvider, type IdTokenRewrite } from './support/oidc-provider'
 
 setDefaultTimeout(30_000)
@@ -115,6 +116,18 @@ describe('signing in with an OpenID provider', () => {
 		expect(res.body.data).toMatchObject({ mfaRequired: true, methods: ['totp', 'recovery-code'] })
 	})
 
+	test('an account made by a provider gets a password by recovery, and then signs in with it too', async () => {
+		const email = uniqueEmail('oidc-recover')
+		const { landed, verifier } = await signInAtProvider({ sub: `sub-${email}`, email, email_verified: true })
+		expect((await exchange(landed.searchParams.get('code'), verifier)).status).toBe(200)
+		expect((await t.call('POST', '/api/auth/recovery-requests', { json: { email } })).status).toBe(202)
+		const { code } = proofOf(await loggedMail(t, email, 10_000, 'recovery'))
+		expect((await t.call('POST', '/api/auth/password-resets', { json: { email, code, password: 'a password of my own now' } })).status).toBe(200)
+		const login = await t.call('POST', '/api/auth/login', { json: { email, password: 'a password of my own now' } })
+		expect(login.status).toBe(200)
+		expect(jwtPayload(login.body.data.accessToken).amr).toEqual(['pwd'])
+	})
+
 	test('a deactivated account is refused', async () => {
 		const email = uniqueEmail('oidc-off')
 		const first = await signInAtProvider({ sub: `sub-${email}`, email, email_verified: true })
@@ -159,6 +172,13 @@ describe('what an attacker tries', () => {
 		const location = new URL(madeUp.headers.get('location') ?? '')
 		expect(location.origin).toBe(FRONTEND)
 		expect(location.searchParams.get('error')).toBe('invalid-state')
+	})
+
+	test('a code older than its 60 seconds is refused', async () => {
+		const email = uniqueEmail('oidc-late')
+		const { landed, verifier } = await signInAtProvider({ sub: `sub-${email}`, email, email_verified: true })
+		await database.handle.db.update(signInCodes).set({ expiresAt: new Date(Date.now() - 1000) }).where(eq(signInCodes.provider, 'test'))
+		expect((await exchange(landed.searchParams.get('code'), verifier)).status).toBe(400)
 	})
 
 	test('a redirectTo outside REDIRECT_URLS is a 400 with no redirect', async () => {

@@ -49,6 +49,7 @@ export async function tourOfTheApi(baseUrl: string, admin: Account, newcomer: Ac
 	const removed = await api.api.users({ id: 'me' }).factors({ factorId }).delete(undefined, bearer(tokens.accessToken))
 	const passkeyChallenge = await api.api.auth.passkey.challenges.post()
 	const providers = await api.api.auth.providers.get()
+	const madeUpCode = await api.api.auth.sessions.post({ code: 'made-up', codeVerifier: 'a-verifier-of-at-least-forty-three-characters-long' })
 	const madeUpMfa = await api.api.auth.mfa.post({ mfaToken: 'made-up', method: 'totp', code: '123456' })
 
 	const refreshed = await api.api.auth.refresh.post({ refreshToken: tokens.refreshToken })
@@ -94,6 +95,7 @@ export async function tourOfTheApi(baseUrl: string, admin: Account, newcomer: Ac
 			madeUpMfa: madeUpMfa.error && { status: madeUpMfa.error.status, type: madeUpMfa.error.value.type },
 		},
 		providers: providers.data?.data.items.map((provider) => provider.id),
+		madeUpCode: madeUpCode.error && { status: madeUpCode.error.status, type: madeUpCode.error.value.type },
 		refresh: { status: refreshed.status, rotated: fresh.refreshToken !== tokens.refreshToken },
 		problem,
 		pages: {

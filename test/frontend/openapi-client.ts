@@ -44,6 +44,7 @@ export async function tourWithGeneratedClient(baseUrl: string, admin: Account, n
 	const removed = await api.DELETE('/api/users/{id}/factors/{factorId}', { params: { path: { id: 'me', factorId } }, headers: bearer(tokens.accessToken) })
 	const passkeyChallenge = await api.POST('/api/auth/passkey/challenges')
 	const providers = await api.GET('/api/auth/providers')
+	const madeUpCode = await api.POST('/api/auth/sessions', { body: { code: 'made-up', codeVerifier: 'a-verifier-of-at-least-forty-three-characters-long' } })
 	const madeUpMfa = await api.POST('/api/auth/mfa', { body: { mfaToken: 'made-up', method: 'totp', code: '123456' } })
 
 	const refreshed = await api.POST('/api/auth/refresh', { body: { refreshToken: tokens.refreshToken } })
@@ -85,6 +86,7 @@ export async function tourWithGeneratedClient(baseUrl: string, admin: Account, n
 			madeUpMfa: madeUpMfa.error && { status: madeUpMfa.error.status, type: madeUpMfa.error.type },
 		},
 		providers: providers.data?.data.items.map((provider) => provider.id),
+		madeUpCode: madeUpCode.error && { status: madeUpCode.error.status, type: madeUpCode.error.type },
 		refresh: { status: refreshed.response.status, rotated: fresh.refreshToken !== tokens.refreshToken },
 		problem: problem && { status: problem.status, type: problem.type, detail: problem.detail },
 		pages: {
