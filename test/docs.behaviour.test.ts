@@ -5,7 +5,7 @@ import { exampleOf, isClosedBody } from './support/schema-example'
 import { loggedMail, proofOf } from './support/mail'
 import { awayFromStepBoundary, enrollTotp, passwordStep, totpCode } from './support/factors'
 import { PASSWORD, signUp, signUpAdmin, uniqueEmail, type Account } from './support/fixtures'
-import { FlowBrowser, TestOpenIdProvider } from './support/oidc-provider'
+import { FlowBrowser, pkcePair, TestOpenIdProvider } from './support/oidc-provider'
 import { SoftAuthenticator } from './support/soft-authenticator'
 
 /*
@@ -100,8 +100,7 @@ const OWN_BODIES: Record<string, (caller: Account) => Record<string, unknown> | 
 	},
 	// A real code: the whole provider flow, as a browser goes through it (the example challenge's verifier is RFC 7636's).
 	createSessionFromProvider: async () => {
-		const verifier = Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString('base64url')
-		const challenge = new Bun.CryptoHasher('sha256').update(verifier).digest('base64url')
+		const { verifier, challenge } = pkcePair()
 		const email = uniqueEmail('behaviour-oidc')
 		provider.signInAs = { sub: `sub-${email}`, email, email_verified: true }
 		const landed = await new FlowBrowser(t.app).follow(

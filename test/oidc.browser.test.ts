@@ -10,7 +10,7 @@ import { createServer } from 'node:net'
 import { chromium, type Browser } from 'playwright-core'
 import { startTestApp, type TestApp } from './support/app'
 import { jwtPayload, uniqueEmail } from './support/fixtures'
-import { FlowBrowser, TestOpenIdProvider } from './support/oidc-provider'
+import { FlowBrowser, pkcePair, TestOpenIdProvider } from './support/oidc-provider'
 
 setDefaultTimeout(60_000)
 
@@ -117,7 +117,7 @@ test('a callback URL stopped short by an attacker and opened in a victim’s Chr
 	provider.signInAs = { sub: 'attacker', email: uniqueEmail('oidc-attacker'), email_verified: true }
 	// The attacker's own flow, stopped at the API's callback with its code and state.
 	const attacker = new FlowBrowser(t.app, apiBase)
-	const challenge = new Bun.CryptoHasher('sha256').update('the attacker keeps this verifier to themself').digest('base64url')
+	const { challenge } = pkcePair() // the attacker keeps the verifier
 	const query = new URLSearchParams({ redirectTo: `http://localhost:${frontend.port}/auth/callback`, codeChallenge: challenge, codeChallengeMethod: 'S256' })
 	const stolen = await attacker.follow(`${apiBase}/api/auth/providers/test/authorization?${query}`, provider.issuer, (url) => url.pathname.endsWith('/callback'))
 	expect(stolen.searchParams.get('code')).toBeString()

@@ -5,7 +5,7 @@ import { startTestApp, type TestApp } from './support/app'
 import { createTestDatabase, type TestDatabase } from './support/database'
 import { enrollTotp, loginWithTotp } from './support/factors'
 import { jwtPayload, login, PASSWORD, signUp, signUpAdmin, uniqueEmail, type Account } from './support/fixtures'
-import { FlowBrowser, TestOpenIdProvider } from './support/oidc-provider'
+import { FlowBrowser, pkcePair, TestOpenIdProvider } from './support/oidc-provider'
 
 setDefaultTimeout(30_000)
 
@@ -30,15 +30,10 @@ afterAll(async () => {
 	await database.drop()
 })
 
-function pkce() {
-	const verifier = Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString('base64url')
-	return { verifier, challenge: new Bun.CryptoHasher('sha256').update(verifier).digest('base64url') }
-}
-
 /** A sign-in at `provider` as `identity`, through to tokens (or the exchange's answer). */
 async function signInWith(provider: TestOpenIdProvider, name: string, identity: { sub: string; email?: string; email_verified?: boolean }) {
 	provider.signInAs = identity
-	const { verifier, challenge } = pkce()
+	const { verifier, challenge } = pkcePair()
 	const landed = await new FlowBrowser(t.app).follow(
 		`/api/auth/providers/${name}/authorization?${new URLSearchParams({ redirectTo: CALLBACK_PAGE, codeChallenge: challenge, codeChallengeMethod: 'S256' })}`,
 		provider.issuer,
@@ -49,7 +44,7 @@ async function signInWith(provider: TestOpenIdProvider, name: string, identity: 
 /** A signed-in user links `identity` at `provider`: the URL from the API, the provider, the exchange. */
 async function link(account: Account, provider: TestOpenIdProvider, name: string, identity: { sub: string; email?: string; email_verified?: boolean }) {
 	provider.signInAs = identity
-	const { verifier, challenge } = pkce()
+	const { verifier, challenge } = pkcePair()
 	const started = await t.call('POST', '/api/users/me/identities', { json: { provider: name, redirectTo: CALLBACK_PAGE, codeChallenge: challenge }, token: account.accessToken })
 	if (started.status !== 200) return { started, landed: undefined, exchanged: undefined }
 	const landed = await new FlowBrowser(t.app).follow(started.body.data.authorizationUrl, provider.issuer)
@@ -100,9 +95,9 @@ describe('linking a provider to a signed-in account', () => {
 	test('a code of a link flow is useless without its verifier: the identity is not linked', async () => {
 		const account = await signUp(t)
 		alpha.signInAs = { sub: `stolen-${account.id}` }
-		const started = await t.call('POST', '/api/users/me/identities', { json: { provider: 'alpha', redirectTo: CALLBACK_PAGE, codeChallenge: pkce().challenge }, token: account.accessToken })
+		const started = await t.call('POST', '/api/users/me/identities', { json: { provider: 'alpha', redirectTo: CALLBACK_PAGE, codeChallenge: pkcePair().challenge }, token: account.accessToken })
 		const landed = await new FlowBrowser(t.app).follow(started.body.data.authorizationUrl, alpha.issuer)
-		const res = await t.call('POST', '/api/auth/sessions', { json: { code: landed.searchParams.get('code'), codeVerifier: pkce().verifier } })
+		const res = await t.call('POST', '/api/auth/sessions', { json: { code: landed.searchParams.get('code'), codeVerifier: pkcePair().verifier } })
 		expect(res.status).toBe(400)
 		expect((await t.call('GET', '/api/users/me/identities', { token: account.accessToken })).body.data.items).toEqual([])
 	})
@@ -111,7 +106,7 @@ describe('linking a provider to a signed-in account', () => {
 		const account = await signUp(t)
 		const before = await login(t, account.email)
 		const { secret } = await enrollTotp(t, account)
-		const refused = await t.call('POST', '/api/users/me/identities', { json: { provider: 'alpha', redirectTo: CALLBACK_PAGE, codeChallenge: pkce().challenge }, token: before.accessToken })
+		const refused = await t.call('POST', '/api/users/me/identities', { json: { provider: 'alpha', redirectTo: CALLBACK_PAGE, codeChallenge: pkcePair().challenge }, token: before.accessToken })
 		expect(refused.status).toBe(403)
 		expect(refused.body.type).toEndWith('/mfa-required')
 		const aal2 = await loginWithTotp(t, account, secret)
@@ -120,10 +115,10 @@ describe('linking a provider to a signed-in account', () => {
 
 	test('a redirectTo outside REDIRECT_URLS and an unknown provider are refused', async () => {
 		const account = await signUp(t)
-		const bad = await t.call('POST', '/api/users/me/identities', { json: { provider: 'alpha', redirectTo: 'https://evil.example/cb', codeChallenge: pkce().challenge }, token: account.accessToken })
+		const bad = await t.call('POST', '/api/users/me/identities', { json: { provider: 'alpha', redirectTo: 'https://evil.example/cb', codeChallenge: pkcePair().challenge }, token: account.accessToken })
 		expect(bad.body.type).toEndWith('/redirect-not-allowed')
-		expect((await t.call('POST', '/api/users/me/identities', { json: { provider: 'nope', redirectTo: CALLBACK_PAGE, codeChallenge: pkce().challenge }, token: account.accessToken })).status).toBe(404)
-		expect((await t.call('POST', '/api/users/me/identities', { json: { provider: 'alpha', redirectTo: CALLBACK_PAGE, codeChallenge: pkce().challenge } })).status).toBe(401)
+		expect((await t.call('POST', '/api/users/me/identities', { json: { provider: 'nope', redirectTo: CALLBACK_PAGE, codeChallenge: pkcePair().challenge }, token: account.accessToken })).status).toBe(404)
+		expect((await t.call('POST', '/api/users/me/identities', { json: { provider: 'alpha', redirectTo: CALLBACK_PAGE, codeChallenge: pkcePair().challenge } })).status).toBe(401)
 	})
 })
 

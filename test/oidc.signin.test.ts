@@ -6,7 +6,7 @@ import { createTestDatabase, type TestDatabase } from './support/database'
 import { enrollTotp } from './support/factors'
 import { jwtPayload, PASSWORD, signUp, uniqueEmail } from './support/fixtures'
 import { loggedMail, proofOf } from './support/mail'
-import { FlowBrowser, TestOpenIdProvider, type IdTokenRewrite } from './support/oidc-provider'
+import { FlowBrowser, pkcePair, TestOpenIdProvider, type IdTokenRewrite } from './support/oidc-provider'
 
 setDefaultTimeout(30_000)
 
@@ -30,19 +30,13 @@ afterAll(async () => {
 	await database.drop()
 })
 
-/** A PKCE pair as a frontend makes it (RFC 7636). */
-function pkce() {
-	const verifier = Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString('base64url')
-	return { verifier, challenge: new Bun.CryptoHasher('sha256').update(verifier).digest('base64url') }
-}
-
 const authorizationPath = (challenge: string, redirectTo = CALLBACK_PAGE) =>
 	`/api/auth/providers/test/authorization?${new URLSearchParams({ redirectTo, codeChallenge: challenge, codeChallengeMethod: 'S256' })}`
 
 /** The whole flow as a browser goes through it; the frontend page it lands on, and the PKCE verifier. */
 async function signInAtProvider(identity: { sub: string; email?: string; email_verified?: boolean; name?: string }, app = t) {
 	provider.signInAs = identity
-	const { verifier, challenge } = pkce()
+	const { verifier, challenge } = pkcePair()
 	const browser = new FlowBrowser(app.app)
 	const landed = await browser.follow(authorizationPath(challenge), provider.issuer)
 	return { landed, verifier, browser }
@@ -143,7 +137,7 @@ describe('what an attacker tries', () => {
 		const email = uniqueEmail('oidc-code')
 		const { landed, verifier } = await signInAtProvider({ sub: `sub-${email}`, email, email_verified: true })
 		const code = landed.searchParams.get('code')
-		const wrong = await exchange(code, pkce().verifier)
+		const wrong = await exchange(code, pkcePair().verifier)
 		expect(wrong.body).toEqual(problem('invalid-code', 400, '/api/auth/sessions', 'The code is unknown, used, expired, or not for this code verifier: sign in again'))
 		expect((await exchange(code, verifier)).status).toBe(400)
 
@@ -157,7 +151,7 @@ describe('what an attacker tries', () => {
 		// The attacker signs in with their own identity and stops at the callback URL, code and state in it…
 		provider.signInAs = { sub: 'sub-attacker', email: uniqueEmail('oidc-attacker'), email_verified: true }
 		const attacker = new FlowBrowser(t.app)
-		const atCallback = await attacker.follow(authorizationPath(pkce().challenge), provider.issuer, (url) => url.pathname.endsWith('/callback'))
+		const atCallback = await attacker.follow(authorizationPath(pkcePair().challenge), provider.issuer, (url) => url.pathname.endsWith('/callback'))
 		expect(atCallback.searchParams.get('state')).toBeString()
 		// …and gets the victim's browser to open it: that browser never started this flow.
 		const victim = new FlowBrowser(t.app)
@@ -182,7 +176,7 @@ describe('what an attacker tries', () => {
 	})
 
 	test('a redirectTo outside REDIRECT_URLS is a 400 with no redirect', async () => {
-		const { challenge } = pkce()
+		const { challenge } = pkcePair()
 		for (const redirectTo of ['https://evil.example/cb', 'http://frontend.test.evil.example/cb', 'http://user@frontend.test/cb', 'http://frontend.test:8080/cb', 'javascript:alert(1)']) {
 			const res = await t.call('GET', authorizationPath(challenge, redirectTo))
 			expect(res.status).toBe(400)
@@ -192,7 +186,7 @@ describe('what an attacker tries', () => {
 	})
 
 	test('an unknown provider is 404, a bad challenge 422', async () => {
-		expect((await t.call('GET', authorizationPath(pkce().challenge).replace('/test/', '/nope/'))).status).toBe(404)
+		expect((await t.call('GET', authorizationPath(pkcePair().challenge).replace('/test/', '/nope/'))).status).toBe(404)
 		expect((await t.call('GET', authorizationPath('short'))).status).toBe(422)
 	})
 })
@@ -242,7 +236,7 @@ describe('discovery and keys', () => {
 			const signIn = async () => {
 				const email = uniqueEmail('oidc-rotating')
 				rotating.signInAs = { sub: `sub-${email}`, email, email_verified: true }
-				const { verifier, challenge } = pkce()
+				const { verifier, challenge } = pkcePair()
 				const landed = await new FlowBrowser(app.app).follow(authorizationPath(challenge).replace('/test/', '/rotating/'), rotating.issuer)
 				const code = landed.searchParams.get('code')
 				return code ? (await exchange(code, verifier, app)).status : landed.searchParams.get('error')
@@ -276,7 +270,7 @@ describe('a provider that is down', () => {
 		const app = await startTestApp({ APP_URL: FRONTEND, OIDC_PROVIDERS: 'down', ...down.settings('down') }, database)
 		try {
 			await down.stop()
-			const res = await app.app.handle(new Request(`http://localhost${authorizationPath(pkce().challenge).replace('/test/', '/down/')}`))
+			const res = await app.app.handle(new Request(`http://localhost${authorizationPath(pkcePair().challenge).replace('/test/', '/down/')}`))
 			expect(res.status).toBe(302)
 			const location = new URL(res.headers.get('location') ?? '')
 			expect(location.origin + location.pathname).toBe(CALLBACK_PAGE)
@@ -294,7 +288,7 @@ describe('a provider that goes down during the flow', () => {
 	test('the callback cannot reach its token endpoint: provider-unavailable, and a retry once it is back works', async () => {
 		const email = uniqueEmail('oidc-midway')
 		provider.signInAs = { sub: `sub-${email}`, email, email_verified: true }
-		const { challenge } = pkce()
+		const { challenge } = pkcePair()
 		const browser = new FlowBrowser(t.app)
 		const atCallback = await browser.follow(authorizationPath(challenge), provider.issuer, (url) => url.pathname.endsWith('/callback'))
 		await provider.stop()

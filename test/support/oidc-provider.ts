@@ -15,6 +15,12 @@ export interface TestIdentity {
 	name?: string
 }
 
+/** A PKCE pair as a frontend makes it (RFC 7636, S256). */
+export function pkcePair() {
+	const verifier = Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString('base64url')
+	return { verifier, challenge: new Bun.CryptoHasher('sha256').update(verifier).digest('base64url') }
+}
+
 export const CLIENT_ID = 'latchkey'
 export const CLIENT_SECRET = 'a-client-secret-for-the-tests-only'
 
@@ -28,8 +34,8 @@ export class TestOpenIdProvider {
 	rewriteIdToken: IdTokenRewrite | undefined
 	/** Requests seen, by path (`/.well-known/openid-configuration`, `/jwks`, `/token`…). */
 	readonly requests = new Map<string, number>()
-	/** Milliseconds spent answering them, by path (the benchmark's "provider time"). */
-	readonly timing = new Map<string, number>()
+	/** Told when each request starts, by path; what it returns is called when the answer is sent (the benchmark times the provider so). */
+	onRequest: ((path: string) => () => void) | undefined
 	/** A key the provider starts signing with after a rotation: published at /jwks beside the first once `rotate` is called. */
 	private rotated: { key: CryptoKey; jwk: Record<string, unknown> } | undefined
 	private server: http.Server | undefined
@@ -83,8 +89,8 @@ export class TestOpenIdProvider {
 		const handler: http.RequestListener = async (req, res) => {
 			const path = (req.url ?? '').split('?')[0] ?? ''
 			instance.requests.set(path, (instance.requests.get(path) ?? 0) + 1)
-			const at = performance.now()
-			res.on('finish', () => instance.timing.set(path, (instance.timing.get(path) ?? 0) + performance.now() - at))
+			const answered = instance.onRequest?.(path)
+			if (answered) res.on('finish', answered)
 			if (req.method === 'GET' && path === '/jwks' && instance.rotated) instance.interceptJwks(res)
 			if (req.method === 'POST' && path === '/token' && instance.rewriteIdToken) instance.interceptTokenResponse(res)
 			if (req.url?.startsWith('/interaction/')) {
