@@ -7,8 +7,8 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { eq } from 'drizzle-orm'
 import { chromium, type Browser, type CDPSession, type Page } from 'playwright-core'
-import { factors } from '../src/db/schema'
-import { startTestApp, type TestApp } from './support/app'
+import { factors, webauthnChallenges } from '../src/db/schema'
+import { problem, startTestApp, type TestApp } from './support/app'
 import { jwtPayload, login, PASSWORD, signUp } from './support/fixtures'
 import type { PasskeyPage } from './support/passkey-page/page'
 import { servePasskeyPage } from './support/passkey-page/server'
@@ -62,6 +62,9 @@ const inPage = <K extends keyof PasskeyPage>(page: Page, method: K, ...args: Par
 		[method, args] as const,
 	) as Promise<Answer>
 
+const storedCounter = async (userId: string) =>
+	(await t.database.handle.db.select({ signCount: factors.signCount }).from(factors).where(eq(factors.userId, userId)))[0]?.signCount
+
 /** A signed-up account whose passkey lives in the page's virtual authenticator. */
 async function accountWithPasskey() {
 	const account = await signUp(t)
@@ -97,9 +100,11 @@ describe('passkeys in Chromium', () => {
 	test('signing in with a password, then the passkey as the second factor', async () => {
 		const { account, page } = await accountWithPasskey()
 		const passwordStep = await t.call('POST', '/api/auth/login', { json: { email: account.email, password: PASSWORD } })
-		expect(passwordStep.body.data).toMatchObject({ mfaRequired: true, methods: ['webauthn', 'recovery-code'] })
+		expect(passwordStep.status).toBe(200)
+		expect(passwordStep.body.data).toEqual({ mfaRequired: true, mfaToken: expect.any(String), methods: ['webauthn', 'recovery-code'] })
 		const completed = await inPage(page, 'completeWithPasskey', apiBase, passwordStep.body.data.mfaToken)
 		expect(completed.status).toBe(200)
+		expect(completed.body.data.user.id).toBe(account.id)
 		expect(jwtPayload(completed.body.data.accessToken)).toMatchObject({ sub: account.id, amr: ['pwd', 'hwk', 'mfa'], aal: 'aal2' })
 		await page.close()
 	})
@@ -118,9 +123,11 @@ describe('passkeys in Chromium', () => {
 		await clone.cdp.send('WebAuthn.addCredential', { authenticatorId: clone.authenticatorId, credential: { ...original, signCount: 0 } })
 		const refused = await inPage(clone.page, 'signInWithPasskey', apiBase)
 		expect(refused.status).toBe(401)
-		expect(refused.body.type).toEndWith('/invalid-credentials')
-		// The original still signs in.
+		expect(refused.body).toEqual(problem('invalid-credentials', 401, '/api/auth/passkey', 'The passkey was not accepted'))
+		expect(await storedCounter(account.id)).toBe(original.signCount)
+		// The original still signs in, and its counter moves on.
 		expect((await inPage(page, 'signInWithPasskey', apiBase)).status).toBe(200)
+		expect(await storedCounter(account.id)).toBeGreaterThan(original.signCount)
 		await page.close()
 		await clone.page.close()
 	})
@@ -136,14 +143,44 @@ describe('passkeys in Chromium', () => {
 		expect(JSON.parse(Buffer.from((phished as unknown as { response: { clientDataJSON: string } }).response.clientDataJSON, 'base64url').toString()).origin).toBe(stranger.origin)
 		const refused = await t.call('POST', '/api/auth/passkey', { json: { response: phished } })
 		expect(refused.status).toBe(401)
+		expect(refused.body).toEqual(problem('invalid-credentials', 401, '/api/auth/passkey', 'The passkey was not accepted'))
 
 		// The same authenticator on the listed origin: accepted once, refused when replayed.
 		const honestOptions = (await t.call('POST', '/api/auth/passkey/challenges')).body.data
 		const honest = await inPage(page, 'assert', honestOptions)
-		expect((await t.call('POST', '/api/auth/passkey', { json: { response: honest } })).status).toBe(200)
-		expect((await t.call('POST', '/api/auth/passkey', { json: { response: honest } })).status).toBe(401)
+		const accepted = await t.call('POST', '/api/auth/passkey', { json: { response: honest } })
+		expect(accepted.status).toBe(200)
+		expect(jwtPayload(accepted.body.data.accessToken)).toMatchObject({ amr: ['hwk', 'mfa'], aal: 'aal2' })
+		const replayed = await t.call('POST', '/api/auth/passkey', { json: { response: honest } })
+		expect(replayed.status).toBe(401)
+		expect(replayed.body).toEqual(problem('invalid-credentials', 401, '/api/auth/passkey', 'The passkey was not accepted'))
 		await page.close()
 		await elsewhere.page.close()
+	})
+
+	test('a challenge answers once: a fresh assertion for a spent challenge, one for a challenge the server never issued, and one for an expired challenge are refused', async () => {
+		const { page } = await accountWithPasskey()
+		const refusal = problem('invalid-credentials', 401, '/api/auth/passkey', 'The passkey was not accepted')
+		const options = (await t.call('POST', '/api/auth/passkey/challenges')).body.data
+		expect((await t.call('POST', '/api/auth/passkey', { json: { response: await inPage(page, 'assert', options) } })).status).toBe(200)
+		// A new signature (the counter moved on) over the spent challenge.
+		const again = await t.call('POST', '/api/auth/passkey', { json: { response: await inPage(page, 'assert', options) } })
+		expect(again.status).toBe(401)
+		expect(again.body).toEqual(refusal)
+
+		const madeUp = { ...options, challenge: Buffer.from('never issued by the server').toString('base64url') }
+		const unknown = await t.call('POST', '/api/auth/passkey', { json: { response: await inPage(page, 'assert', madeUp) } })
+		expect(unknown.status).toBe(401)
+		expect(unknown.body).toEqual(refusal)
+
+		const stale = (await t.call('POST', '/api/auth/passkey/challenges')).body.data
+		await t.database.handle.db.update(webauthnChallenges).set({ expiresAt: new Date(Date.now() - 1000) }).where(eq(webauthnChallenges.challenge, stale.challenge))
+		const expired = await t.call('POST', '/api/auth/passkey', { json: { response: await inPage(page, 'assert', stale) } })
+		expect(expired.status).toBe(401)
+		expect(expired.body).toEqual(refusal)
+		// The passkey itself is fine.
+		expect((await inPage(page, 'signInWithPasskey', apiBase)).status).toBe(200)
+		await page.close()
 	})
 
 	test('removing the passkey: refused to a password session from before it (aal1), done by a passkey session (aal2)', async () => {
