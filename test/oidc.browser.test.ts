@@ -37,11 +37,14 @@ ${body}
 </script>`
 
 const START = (apiBase: string) => `
+if (new URLSearchParams(location.search).get('error')) window.result = { error: new URLSearchParams(location.search).get('error') }
+else {
 const verifier = base64url(crypto.getRandomValues(new Uint8Array(32)))
 sessionStorage.setItem('pkce', verifier)
 const challenge = base64url(new Uint8Array(await crypto.subtle.digest('SHA-256', new TextEncoder().encode(verifier))))
 const query = new URLSearchParams({ redirectTo: location.origin + '/auth/callback', codeChallenge: challenge, codeChallengeMethod: 'S256' })
-location.href = '${apiBase}/api/auth/providers/test/authorization?' + query`
+location.href = '${apiBase}/api/auth/providers/test/authorization?' + query
+}`
 
 const CALLBACK = (apiBase: string) => `
 const params = new URLSearchParams(location.search)

@@ -147,7 +147,7 @@ describe('what an attacker tries', () => {
 		expect((await exchange(nextCode, next.verifier)).status).toBe(400)
 	})
 
-	test('a callback planted in another browser (login CSRF), replayed, or with a made-up state ends in invalid-state', async () => {
+	test('a callback planted in another browser (login CSRF), replayed, or with a made-up state ends in invalid-state, and a planted one does not burn the flow', async () => {
 		// The attacker signs in with their own identity and stops at the callback URL, code and state in it…
 		provider.signInAs = { sub: 'sub-attacker', email: uniqueEmail('oidc-attacker'), email_verified: true }
 		const attacker = new FlowBrowser(t.app)
@@ -156,9 +156,12 @@ describe('what an attacker tries', () => {
 		// …and gets the victim's browser to open it: that browser never started this flow.
 		const victim = new FlowBrowser(t.app)
 		const planted = await victim.follow(atCallback.href, provider.issuer)
+		expect(planted.origin).toBe(FRONTEND)
 		expect(planted.searchParams.get('error')).toBe('invalid-state')
 		expect(planted.searchParams.get('code')).toBeNull()
-		// The flow is spent by that attempt: the attacker's own browser cannot use it any more either.
+		// Nor did the victim's browser burn the flow: it is still its own browser's (here, the attacker's), once.
+		const own = await attacker.follow(atCallback.href, provider.issuer)
+		expect(own.searchParams.get('code')).toBeString()
 		const replayed = await attacker.follow(atCallback.href, provider.issuer)
 		expect(replayed.searchParams.get('error')).toBe('invalid-state')
 

@@ -1,5 +1,5 @@
 import { timingSafeEqual } from 'node:crypto'
-import { and, count, eq, gt, isNull, lt, ne, sql } from 'drizzle-orm'
+import { and, count, eq, gt, isNull, lt, ne, or, sql } from 'drizzle-orm'
 import * as oidc from 'openid-client'
 import type { Config, OidcProviderSettings } from '../../config/env'
 import { isDatabaseUnavailable, loggableError, sqlState, type Database } from '../../db/client'
@@ -166,21 +166,30 @@ export class ProviderSignIn {
 
 	/**
 	 * The provider's redirect back. Every outcome is a redirect to the frontend: the flow's `redirectTo` with
-	 * `code`, or with `error` and `error_description`; a callback that names no flow of this browser goes
-	 * to the frontend's URL (APP_URL) with `error=invalid-state`.
+	 * `code`, or with `error` and `error_description`; a callback that names no live flow of this browser
+	 * goes to the frontend's URL (APP_URL) with `error=invalid-state` (its `redirectTo` is not this browser's to know).
 	 */
 	async callback(providerId: string, query: Record<string, string | undefined>, browserSecret: string | undefined, requestOrigin: string, client: ClientInfo): Promise<string> {
 		const provider = this.provider(providerId)
 		const { db } = this.deps
+		// Only the browser that started a sign-in flow can spend it: a callback URL opened elsewhere (planted, or
+		// leaked) neither signs that browser in nor burns the flow. A link flow has no browser; its PKCE verifier binds it.
 		const [flow] = query.state
 			? await db
 					.update(oidcFlows)
 					.set({ usedAt: sql`now()` })
-					.where(and(eq(oidcFlows.stateHash, digest(query.state)), eq(oidcFlows.provider, provider.id), isNull(oidcFlows.usedAt), gt(oidcFlows.expiresAt, sql`now()`)))
+					.where(
+						and(
+							eq(oidcFlows.stateHash, digest(query.state)),
+							eq(oidcFlows.provider, provider.id),
+							isNull(oidcFlows.usedAt),
+							gt(oidcFlows.expiresAt, sql`now()`),
+							or(isNull(oidcFlows.browserHash), eq(oidcFlows.browserHash, browserSecret ? digest(browserSecret) : '')),
+						),
+					)
 					.returning()
 			: []
 		if (!flow) return this.failure(this.deps.settings.fallbackUrl, 'invalid-state')
-		if (flow.browserHash !== null && (!browserSecret || !sameDigest(flow.browserHash, digest(browserSecret)))) return this.failure(flow.redirectTo, 'invalid-state')
 		if (query.error) return this.failure(flow.redirectTo, query.error === 'access_denied' ? 'access-denied' : 'provider-error')
 		try {
 			return await this.finishCallback(provider, flow, query, requestOrigin, client)
