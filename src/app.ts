@@ -24,7 +24,7 @@ import { AuthService } from './modules/auth/service'
 import { sessionUpkeep } from './modules/auth/session-upkeep'
 import { health } from './modules/health'
 import { jwks } from './modules/health/jwks'
-import { jobWorker, JobWorker } from './jobs/worker'
+import { BackgroundJobs, backgroundJobs, JobWorker } from './jobs/worker'
 import { createMailer, sendMailJob } from './mail/mailer'
 import { MailTemplates } from './mail/templates'
 import { emailModule } from './modules/email'
@@ -35,6 +35,12 @@ import { identitiesModule, oidcModule } from './modules/oidc'
 import { ProviderDirectory } from './modules/oidc/providers'
 import { ProviderSignIn } from './modules/oidc/service'
 import { usersModule } from './modules/users'
+import { webhooksModule } from './modules/webhooks'
+import { systemResolver, type ResolveHost } from './modules/webhooks/destination'
+import { purgeWebhookLogStep, WebhookDelivery } from './modules/webhooks/delivery'
+import { JOBS_CHANNEL, WEBHOOK_QUEUE } from './modules/webhooks/outbox'
+import { WebhookSender } from './modules/webhooks/sender'
+import { WebhookService } from './modules/webhooks/service'
 import { UsersService } from './modules/users/service'
 
 export interface AppDeps {
@@ -50,6 +56,8 @@ export interface AppDeps {
 	dataKeys?: DataKeys
 	/** Mail templates, when already loaded (the server loads them first, to stop on a broken one before anything else). */
 	templates?: MailTemplates
+	/** How webhook hosts resolve; only for tests that play DNS rebinding. */
+	resolveHost?: ResolveHost
 }
 
 export const DOCS_PATH = '/api/docs'
@@ -87,7 +95,7 @@ function corsFor(origins: string[]) {
 }
 
 /** The whole service as an Elysia app; `index.ts` listens, tests call `app.handle`. */
-export function createApp({ config, database, keys, log, counters, peerAddress, templates, dataKeys }: AppDeps) {
+export function createApp({ config, database, keys, log, counters, peerAddress, templates, dataKeys: givenDataKeys, resolveHost = systemResolver }: AppDeps) {
 	const store = counters ?? createCounterStore(config.rateLimit.redisUrl, log)
 	const routeTable: RouteTable = { routes: [] }
 	const { db } = database
@@ -103,6 +111,7 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		else if (type === 'login.locked') metrics.login('locked')
 	})
 	const lockout = new LoginLockout(store, config.lockout)
+	const dataKeys = givenDataKeys ?? DataKeys.from(config.dataKeys, log)
 	const mailer = createMailer(config.mail, log)
 	let wakeJobs = () => {}
 	const email = new EmailService({
@@ -122,9 +131,36 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		pollSeconds: config.jobs.pollSeconds,
 		retrySeconds: config.jobs.retrySeconds,
 		onOutcome: (queue, outcome) => metrics.job(queue, outcome),
+		queues: [MAIL_QUEUE, MAIL_REQUEST_QUEUE],
 		handlers: { [MAIL_QUEUE]: sendMailJob(mailer), [MAIL_REQUEST_QUEUE]: (payload) => email.handleRequest(payload) },
 	})
 	wakeJobs = () => jobs.wake()
+	const destinations = { allowHttp: config.webhooks.allowHttp, allowPrivateNetworks: config.webhooks.allowPrivateNetworks, resolve: resolveHost }
+	const webhooks = new WebhookService({ db, audit, dataKeys, destinations })
+	const webhookDelivery = new WebhookDelivery({
+		db,
+		dataKeys,
+		audit,
+		log,
+		sender: new WebhookSender({ ...destinations, timeoutSeconds: config.webhooks.timeoutSeconds }),
+		retrySchedule: config.webhooks.retrySchedule,
+		disableAfterSeconds: config.webhooks.disableAfterSeconds,
+		onEndpointDisabled: () => metrics.webhookEndpointDisabled(),
+	})
+	// Webhooks have a worker of their own: receivers that hang for their whole timeout never hold up mail.
+	const webhookJobs = new JobWorker({
+		db,
+		log,
+		pollSeconds: config.jobs.pollSeconds,
+		retrySeconds: config.webhooks.retrySchedule[0] ?? 5,
+		concurrency: config.webhooks.concurrency,
+		leaseSeconds: config.webhooks.timeoutSeconds + 60,
+		onOutcome: (queue, outcome) => metrics.job(queue, outcome),
+		queues: [WEBHOOK_QUEUE],
+		retryDelay: webhookDelivery.retryDelay,
+		purgeRecordsStep: () => purgeWebhookLogStep(db),
+		handlers: { [WEBHOOK_QUEUE]: webhookDelivery.handle },
+	})
 	const auth = new AuthService({
 		db,
 		audit,
@@ -139,7 +175,7 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 	const factors = new FactorsService({
 		db,
 		audit,
-		dataKeys: dataKeys ?? DataKeys.from(config.dataKeys, log),
+		dataKeys,
 		// Wrong second-factor codes are counted per account, apart from passwords, with the same settings and store.
 		lockout: new LoginLockout(store, config.lockout, 'mfa-lockout'),
 		settings: config.mfa,
@@ -185,6 +221,7 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		.use(identitiesModule({ signIn: providerSignIn, users, guard }))
 		.use(emailModule({ email }))
 		.use(auditModule({ audit, guard }))
+		.use(webhooksModule({ webhooks, guard }))
 
 	const app = new Elysia({ name: 'latchkey', normalize: false })
 		// Headers every response carries (the preflight too), then who the client is, then CORS, so that even a
@@ -202,7 +239,7 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		.use(problemHandler(log, routeTable, config.rateLimit.windowSeconds))
 		.onStop(() => store.close())
 		.onStop(() => mailer.close())
-		.use(jobWorker(jobs))
+		.use(backgroundJobs(new BackgroundJobs(jobs, webhookJobs, (onNotify) => database.listen(JOBS_CHANNEL, onNotify), log)))
 		.use(
 			sessionUpkeep({
 				db,

@@ -181,8 +181,8 @@ async function serve(config: Config, log: Logger): Promise<number> {
 			log.warn({ timeoutSeconds: config.shutdownTimeoutSeconds }, 'shutdown timeout: closing remaining connections')
 			await app.stop(true)
 		}
-		// Mails being sent finish (each send is bounded); the rest wait in the outbox for the next start.
-		await app.decorator.jobs.stop()
+		// Mails and webhooks being sent finish (each is bounded); the rest wait in the outbox for the next start.
+		await app.decorator.backgroundJobs.stop()
 		await database.close()
 		log.info('stopped')
 		log.flush()

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { openDatabase } from '../src/db/client'
 import { startTestApp, type CallOptions, type CallResult, type TestApp } from './support/app'
-import { exampleOf, isClosedBody } from './support/schema-example'
+import { concretePath, exampleOf, isClosedBody } from './support/schema-example'
 import { loggedMail, proofOf } from './support/mail'
 import { awayFromStepBoundary, enrollTotp, passwordStep, totpCode } from './support/factors'
 import { PASSWORD, signUp, signUpAdmin, uniqueEmail, type Account } from './support/fixtures'
@@ -32,7 +32,7 @@ interface Operation {
 const METHODS = ['get', 'put', 'post', 'delete', 'patch']
 const PROBLEM_BASE = 'https://latchkey.dev/problems/'
 /** High enough that no budget is spent by this file's requests, but on: every answer carries the RateLimit headers. */
-const BUDGETS = { RATE_LIMIT_MAX: '100000', AUTH_RATE_LIMIT_MAX: '100000' }
+const BUDGETS = { RATE_LIMIT_MAX: '100000', AUTH_RATE_LIMIT_MAX: '100000', WEBHOOK_TIMEOUT_SECONDS: '1' }
 
 let t: TestApp
 let document: Json
@@ -60,8 +60,18 @@ const resolve = (node: Json): Json =>
 
 const isBodyMethod = (method: string) => ['post', 'put', 'patch', 'delete'].includes(method)
 
-/** The request path of an operation: `{id}` is the caller (`me`), any other parameter an id nobody has. */
-const concretePath = (path: string) => path.replace('{id}', 'me').replace('{provider}', 'test').replace(/\{[^}]+\}/g, () => crypto.randomUUID())
+/** A public address that needs no lookup: endpoints of the walk are never reached (WEBHOOK_TIMEOUT_SECONDS is 1). */
+const WEBHOOK_URL = 'https://93.184.215.14/hooks'
+
+/** On the app that is up, a webhook operation's path names an endpoint of its own (and a delivery of it, from a ping). */
+async function realWebhookPath(path: string, admin: Account): Promise<string> {
+	if (!path.startsWith('/api/webhooks/{id}')) return concretePath(path)
+	const created = await t.call('POST', '/api/webhooks', { token: admin.accessToken, json: { url: WEBHOOK_URL, events: ['*'] } })
+	expect(created.status).toBe(201)
+	const id = created.body.data.id as string
+	const deliveryId = path.includes('{deliveryId}') ? (await t.call('POST', `/api/webhooks/${id}/pings`, { token: admin.accessToken })).body.data.deliveryId : ''
+	return path.replace('{id}', id).replace('{deliveryId}', deliveryId)
+}
 
 
 /** Bodies that the operation accepts from this caller: schema examples would sign up a taken email or log in nobody. */
@@ -109,6 +119,8 @@ const OWN_BODIES: Record<string, (caller: Account) => Record<string, unknown> | 
 		)
 		return { code: landed.searchParams.get('code') ?? 'no code', codeVerifier: verifier }
 	},
+	createWebhook: () => ({ url: WEBHOOK_URL, events: ['user.created'], description: 'CRM sync' }),
+	replaceWebhook: () => ({ url: WEBHOOK_URL, events: ['*'], enabled: true }),
 	linkProvider: () => ({ provider: 'test', redirectTo: 'http://localhost:5173/auth/callback', codeChallenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM' }),
 	// No body: the caller needs an active factor first.
 	regenerateRecoveryCodes: async (caller) => {
@@ -155,7 +167,8 @@ async function send(
 ): Promise<CallResult> {
 	const account = caller ?? (await signUpAdmin(t))
 	const { query = '', options = {} } = await build(account)
-	return app.call(op.method.toUpperCase(), `${concretePath(op.path)}${query}`, { token: account.accessToken, ...options })
+	const path = app === t ? await realWebhookPath(op.path, account) : concretePath(op.path)
+	return app.call(op.method.toUpperCase(), `${path}${query}`, { token: account.accessToken, ...options })
 }
 
 /** What a header's schema says of its value, for the simple schemas the document uses. */

@@ -7,7 +7,7 @@ import openapiTS, { astToString } from 'openapi-typescript'
 import packageJson from '../package.json'
 import { PROBLEM_KINDS } from '../src/http/problem'
 import { startTestApp, type TestApp } from './support/app'
-import { exampleOf, isClosedBody } from './support/schema-example'
+import { concretePath, exampleOf, isClosedBody } from './support/schema-example'
 import { PASSWORD, uniqueEmail } from './support/fixtures'
 
 // Each file sets its own default: bun applies setDefaultTimeout to the file that calls it.
@@ -109,7 +109,7 @@ describe('the OpenAPI document', () => {
 		for (const { path, method, operation } of operations()) {
 			const security = securityOf(operation)
 			const required = security.length > 0 && !security.some((requirement) => Object.keys(requirement).length === 0)
-			const concrete = path.replace('{id}', 'me').replace(/\{[^}]+\}/g, crypto.randomUUID())
+			const concrete = concretePath(path)
 			const body = operation.requestBody?.required ? exampleOf(operation.requestBody.content['application/json'].schema) : undefined
 			const res = await t.call(method.toUpperCase(), concrete, body === undefined ? {} : { json: body })
 			const where = `${method} ${path}`

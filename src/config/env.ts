@@ -144,6 +144,15 @@ export const EnvSchema = T.Object({
 	),
 	PUBLIC_URL: T.Optional(T.String({ pattern: '^https?://[^\\s/]+$', description: "this service's public origin, for provider callbacks (required in production with OIDC_PROVIDERS; in development, the request's)" })),
 	REDIRECT_URLS: T.Optional(T.String({ description: 'comma-separated frontend URLs a provider sign-in may return to; an entry ending in `/*` admits the paths under it (default {APP_URL}/*)' })),
+	WEBHOOK_ALLOW_PRIVATE_NETWORKS: T.Boolean({ default: false, description: 'let webhooks reach private addresses (tests, internal receivers)' }),
+	WEBHOOK_TIMEOUT_SECONDS: positive(15, 'how long a webhook receiver has to answer 2xx'),
+	WEBHOOK_RETRY_SCHEDULE: T.String({
+		pattern: '^[0-9]{1,6}(,[0-9]{1,6}){0,19}$',
+		default: '5,300,1800,7200,18000,36000,36000',
+		description: 'seconds before each retry of a failed webhook delivery, comma-separated; after the last the delivery is `failed`',
+	}),
+	WEBHOOK_DISABLE_AFTER_SECONDS: positive(432_000, 'an endpoint whose every attempt failed for this long is disabled'),
+	WEBHOOK_CONCURRENCY: positive(64, 'webhook deliveries in flight at once per instance'),
 	LATCHKEY_ADMIN_EMAIL: T.Optional(T.String({ description: 'first admin, created on start if no admin exists' })),
 	LATCHKEY_ADMIN_PASSWORD: T.Optional(T.String({ description: 'password of that first admin' })),
 })
@@ -378,6 +387,15 @@ function toConfig(env: Env, providers: OidcProviderSettings[] = []) {
 			allowHttpIssuers: !production,
 		},
 		jobs: { pollSeconds: env.JOB_POLL_SECONDS, retrySeconds: env.JOB_RETRY_SECONDS },
+		webhooks: {
+			allowPrivateNetworks: env.WEBHOOK_ALLOW_PRIVATE_NETWORKS,
+			/** http:// receivers are for development and tests only. */
+			allowHttp: !production,
+			timeoutSeconds: env.WEBHOOK_TIMEOUT_SECONDS,
+			retrySchedule: env.WEBHOOK_RETRY_SCHEDULE.split(',').map(Number),
+			disableAfterSeconds: env.WEBHOOK_DISABLE_AFTER_SECONDS,
+			concurrency: env.WEBHOOK_CONCURRENCY,
+		},
 		bootstrapAdmin:
 			env.LATCHKEY_ADMIN_EMAIL && env.LATCHKEY_ADMIN_PASSWORD
 				? { email: env.LATCHKEY_ADMIN_EMAIL, password: env.LATCHKEY_ADMIN_PASSWORD }

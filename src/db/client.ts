@@ -25,6 +25,8 @@ export interface DatabaseHandle {
 	/** For the start-up log: which database, never credentials. */
 	description: string
 	ping(): Promise<void>
+	/** Calls `onNotify` at each NOTIFY on `channel` (sent by any instance, on commit); resolves to the unlisten. */
+	listen(channel: string, onNotify: () => void): Promise<() => Promise<void>>
 	close(): Promise<void>
 }
 
@@ -86,6 +88,11 @@ export async function openDatabase(config: Config['database']): Promise<Database
 			ping: async () => {
 				await client`select 1`
 			},
+			// postgres.js keeps one connection for it and listens again after a reconnect.
+			listen: async (channel, onNotify) => {
+				const { unlisten } = await client.listen(channel, () => onNotify())
+				return unlisten
+			},
 			close: () => client.end({ timeout: 5 }),
 		}
 	}
@@ -105,6 +112,7 @@ export async function openDatabase(config: Config['database']): Promise<Database
 		ping: async () => {
 			await client.query('select 1')
 		},
+		listen: async (channel, onNotify) => client.listen(channel, () => onNotify()),
 		close: () => client.close(),
 	}
 }

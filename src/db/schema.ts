@@ -334,9 +334,87 @@ export const signInCodes = pgTable(
 	(table) => [uniqueIndex('sign_in_codes_code_hash_key').on(table.codeHash), index('sign_in_codes_expires_at_idx').on(table.expiresAt)],
 )
 
+/** Receivers of webhook events; secrets sealed with the data key (signing needs them back). */
+export const webhookEndpoints = pgTable(
+	'webhook_endpoints',
+	{
+		id: uuid('id').primaryKey(),
+		url: text('url').notNull(),
+		description: text('description').notNull().default(''),
+		// Event types, or `*` for all.
+		events: text('events').array().notNull(),
+		enabled: boolean('enabled').notNull().default(true),
+		// Why it is off: `failing` when the service turned it off, `admin` when an admin did.
+		disabledReason: text('disabled_reason'),
+		secret: text('secret').notNull(),
+		// The secret before the last rotation, which signs too until `previous_secret_expires_at`.
+		previousSecret: text('previous_secret'),
+		previousSecretExpiresAt: timestamp('previous_secret_expires_at', { withTimezone: true, precision: 3 }),
+		// Since when every attempt has failed (null while the last one succeeded).
+		failingSince: timestamp('failing_since', { withTimezone: true, precision: 3 }),
+		...timestamps,
+	},
+	(table) => [check('webhook_endpoints_disabled_reason_valid', sql`${table.disabledReason} in ('failing', 'admin')`)],
+)
+
+/** The outbox: one row per event, written in the transaction of the change it reports. */
+export const webhookEvents = pgTable(
+	'webhook_events',
+	{
+		id: uuid('id').primaryKey(),
+		type: text('type').notNull(),
+		// The JSON body exactly as it is POSTed (and signed) at every attempt.
+		body: text('body').notNull(),
+		createdAt: timestamp('created_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
+	},
+	(table) => [index('webhook_events_created_at_idx').on(table.createdAt)],
+)
+
+/** An event owed to one endpoint; its attempts are the delivery log. */
+export const webhookDeliveries = pgTable(
+	'webhook_deliveries',
+	{
+		id: uuid('id').primaryKey(),
+		endpointId: uuid('endpoint_id')
+			.notNull()
+			.references(() => webhookEndpoints.id, { onDelete: 'cascade' }),
+		eventId: uuid('event_id')
+			.notNull()
+			.references(() => webhookEvents.id, { onDelete: 'cascade' }),
+		status: text('status', { enum: ['pending', 'succeeded', 'failed'] }).notNull().default('pending'),
+		nextAttemptAt: timestamp('next_attempt_at', { withTimezone: true, precision: 3 }),
+		createdAt: timestamp('created_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
+	},
+	(table) => [
+		// One delivery of an event per endpoint; the log pages on the (time-ordered) event id.
+		uniqueIndex('webhook_deliveries_endpoint_event_key').on(table.endpointId, table.eventId),
+		index('webhook_deliveries_event_id_idx').on(table.eventId),
+		check('webhook_deliveries_status_valid', sql`${table.status} in ('pending', 'succeeded', 'failed')`),
+	],
+)
+
+export const webhookAttempts = pgTable(
+	'webhook_attempts',
+	{
+		id: uuid('id').primaryKey(),
+		deliveryId: uuid('delivery_id')
+			.notNull()
+			.references(() => webhookDeliveries.id, { onDelete: 'cascade' }),
+		attemptedAt: timestamp('attempted_at', { withTimezone: true, precision: 3 }).notNull(),
+		durationMs: integer('duration_ms').notNull(),
+		// The receiver's HTTP status, null when none came (refused address, timeout, connection error).
+		statusCode: smallint('status_code'),
+		succeeded: boolean('succeeded').notNull(),
+		error: text('error'),
+	},
+	(table) => [index('webhook_attempts_delivery_id_idx').on(table.deliveryId, table.attemptedAt)],
+)
+
 export type UserRow = typeof users.$inferSelect
 export type SessionRow = typeof sessions.$inferSelect
 export type AuditEventRow = typeof auditEvents.$inferSelect
 export type EmailTokenRow = typeof emailTokens.$inferSelect
 export type JobRow = typeof jobs.$inferSelect
 export type FactorRow = typeof factors.$inferSelect
+export type WebhookEndpointRow = typeof webhookEndpoints.$inferSelect
+export type WebhookAttemptRow = typeof webhookAttempts.$inferSelect

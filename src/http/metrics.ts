@@ -40,8 +40,13 @@ export class Metrics {
 	})
 	private readonly jobs = new Counter({
 		name: 'latchkey_jobs_total',
-		help: 'Background job attempts (mail) by queue and outcome: done, retry (failed, tried again later), failed (given up)',
+		help: 'Background job attempts (mail, webhook) by queue and outcome: done, retry (failed, tried again later), failed (given up)',
 		labelNames: ['queue', 'outcome'] as const,
+		registers: [this.registry],
+	})
+	private readonly disabledEndpoints = new Counter({
+		name: 'latchkey_webhook_endpoints_disabled_total',
+		help: 'Webhook endpoints turned off because every attempt failed for WEBHOOK_DISABLE_AFTER_SECONDS',
 		registers: [this.registry],
 	})
 
@@ -75,6 +80,10 @@ export class Metrics {
 
 	job(queue: string, outcome: JobOutcome) {
 		this.jobs.inc({ queue, outcome })
+	}
+
+	webhookEndpointDisabled() {
+		this.disabledEndpoints.inc()
 	}
 
 	refused(budget: 'general' | 'auth') {

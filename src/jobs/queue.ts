@@ -38,11 +38,18 @@ export type ClaimedJob = Pick<JobRow, 'id' | 'queue' | 'payload' | 'attempts' | 
  * the transaction: until it ends, no one else claims the job; if the claimant dies, it ends and the
  * job is claimed again (at least once, never lost).
  */
-export async function claimDueJobs(db: Database, limit: number, leaseSeconds: number): Promise<ClaimedJob[]> {
+export async function claimDueJobs(db: Database, limit: number, leaseSeconds: number, queues?: string[]): Promise<ClaimedJob[]> {
 	const due = db
 		.select({ id: jobs.id })
 		.from(jobs)
-		.where(and(isNull(jobs.finishedAt), lte(jobs.runAt, sql`now()`), or(isNull(jobs.lockedUntil), lt(jobs.lockedUntil, sql`now()`))))
+		.where(
+			and(
+				isNull(jobs.finishedAt),
+				lte(jobs.runAt, sql`now()`),
+				or(isNull(jobs.lockedUntil), lt(jobs.lockedUntil, sql`now()`)),
+				queues === undefined ? undefined : inArray(jobs.queue, queues),
+			),
+		)
 		.orderBy(desc(jobs.priority), asc(jobs.runAt))
 		.limit(limit)
 		.for('update', { skipLocked: true })

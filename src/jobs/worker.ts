@@ -26,8 +26,14 @@ export interface JobWorkerOptions {
 	maxDelaySeconds?: number
 	/** Finished jobs are kept this long (they also carry the resend limits). */
 	retentionSeconds?: number
+	/** Purges the queues' own records past their time (the webhook delivery log) a bounded batch at a time; returns how many went. */
+	purgeRecordsStep?: () => Promise<number>
 	/** Told of each attempt's outcome (metrics). */
 	onOutcome?: (queue: string, outcome: JobOutcome) => void
+	/** The queues this worker claims (default: all of them). */
+	queues?: string[]
+	/** A retry schedule of the queues' own, instead of the doubling delays: undefined gives the job up. */
+	retryDelay?: (attempts: number, ageSeconds: number) => number | undefined
 }
 
 export const RETRY_FOR_SECONDS = 25 * 3600
@@ -39,8 +45,9 @@ export function retryDelaySeconds(attempts: number, ageSeconds: number, { retryS
 }
 
 /**
- * Runs the jobs of the `jobs` table: mail now, webhooks next. Every instance runs one; they share the
- * work through `claimDueJobs` (each job is run by one of them at a time). A job queued here is run at
+ * Runs the jobs of the `jobs` table: mail, and webhooks (with a worker of their own, so that slow receivers
+ * never hold up mail). Every instance runs one of each; they share the work through `claimDueJobs` (each job
+ * is run by one of them at a time). A job queued here is run at
  * once (`wake`); one queued elsewhere within `pollSeconds`. A failed job is retried at growing delays
  * for `retryForSeconds`; a job whose worker died is claimed again when its lease ends.
  */
@@ -112,7 +119,7 @@ export class JobWorker {
 			while (this.started) {
 				const free = concurrency - this.running.size
 				if (free <= 0) return
-				const claimed = await claimDueJobs(db, free, leaseSeconds)
+				const claimed = await claimDueJobs(db, free, leaseSeconds, this.options.queues)
 				for (const job of claimed) this.track(job)
 				if (claimed.length < free) return
 			}
@@ -143,7 +150,8 @@ export class JobWorker {
 			const reason = error instanceof Error && error.name !== 'Error' ? error.name : 'failed'
 			const message = error instanceof JobFailure || error instanceof PermanentJobError ? error.message : reason
 			const ageSeconds = (Date.now() - job.createdAt.getTime()) / 1000
-			const delay = error instanceof PermanentJobError ? undefined : retryDelaySeconds(job.attempts, ageSeconds, this.options)
+			const { retryDelay = (attempts, age) => retryDelaySeconds(attempts, age, this.options) } = this.options
+			const delay = error instanceof PermanentJobError ? undefined : retryDelay(job.attempts, ageSeconds)
 			const fields = { jobId: job.id, queue: job.queue, attempts: job.attempts, error: message }
 			if (delay === undefined) log.error(fields, 'job failed for good')
 			else log.warn({ ...fields, retryInSeconds: delay }, 'job failed; retrying later')
@@ -159,6 +167,8 @@ export class JobWorker {
 		try {
 			const retention = this.options.retentionSeconds ?? 7 * 86_400
 			while ((await purgeFinishedJobs(this.options.db, retention)) > 0 && this.started) {}
+			const { purgeRecordsStep } = this.options
+			if (purgeRecordsStep) while ((await purgeRecordsStep()) > 0 && this.started) {}
 		} catch (error) {
 			this.options.log.warn({ error: loggableError(error) }, 'purge of finished jobs failed; retrying later')
 		}
@@ -168,9 +178,48 @@ export class JobWorker {
 /** A handler's failure with a message safe to log and store (no address, no SMTP dialogue). */
 export class JobFailure extends Error {}
 
-/** The worker as a plugin: started and stopped with the server; `app.decorator.jobs` for tests and shutdown. */
-export const jobWorker = (worker: JobWorker) =>
-	new Elysia({ name: 'job-worker' })
-		.decorate('jobs', worker)
-		.onStart(() => worker.start())
-		.onStop(() => worker.stop())
+/**
+ * Both workers (mail, webhooks), woken on every instance when a transaction that queued jobs commits:
+ * `listen` is PostgreSQL's LISTEN/NOTIFY (PGlite has it too), so no instance waits for its next poll.
+ */
+export class BackgroundJobs {
+	private unlisten: (() => Promise<void>) | undefined
+
+	constructor(
+		readonly mail: JobWorker,
+		readonly webhooks: JobWorker,
+		private readonly listen: (onNotify: () => void) => Promise<() => Promise<void>>,
+		private readonly log: Logger,
+	) {}
+
+	async start() {
+		this.mail.start()
+		this.webhooks.start()
+		try {
+			this.unlisten ??= await this.listen(() => {
+				this.webhooks.wake()
+				this.mail.wake()
+			})
+		} catch (error) {
+			// Without the signal, other instances' jobs are still found at the next poll.
+			this.log.warn({ error: loggableError(error) }, 'could not listen for queued jobs; polling only')
+		}
+	}
+
+	/** Stops claiming; resolves once the jobs in progress have ended (each is bounded). */
+	async stop() {
+		const unlisten = this.unlisten
+		this.unlisten = undefined
+		await unlisten?.().catch(() => {})
+		await Promise.all([this.mail.stop(), this.webhooks.stop()])
+	}
+}
+
+/** The workers as a plugin: started and stopped with the server; `app.decorator.jobs` (mail), `.webhookJobs` and `.backgroundJobs` for tests and shutdown. */
+export const backgroundJobs = (jobs: BackgroundJobs) =>
+	new Elysia({ name: 'background-jobs' })
+		.decorate('jobs', jobs.mail)
+		.decorate('webhookJobs', jobs.webhooks)
+		.decorate('backgroundJobs', jobs)
+		.onStart(() => jobs.start())
+		.onStop(() => jobs.stop())

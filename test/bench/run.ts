@@ -7,10 +7,11 @@
  *   bun run bench [--users 1000000] [--seconds 10] [--connections 50] [--reseed]
  *                 [--memory-requests 100000] [--memory-round 50000] [--logout-pool 300] [--skip-build]
  *                 [--server postgres://postgres@127.0.0.1:5432/postgres] [--database latchkey_bench]
- *                 [--mail-count 2000] [--only mail|mfa|oidc]
+ *                 [--mail-count 2000] [--only mail|mfa|oidc|webhooks]
  *
  * `--only mail` runs the mail section alone (test/bench/mail.ts), `--only mfa` the second-factor one
- * (test/bench/mfa.ts), `--only oidc` the identity-provider one (test/bench/oidc.ts), with no start-up,
+ * (test/bench/mfa.ts), `--only oidc` the identity-provider one (test/bench/oidc.ts), `--only webhooks` the
+ * webhook one (test/bench/webhooks.ts), with no start-up,
  * hashing or other scenario.
  *
  * Speed goals live here and only here; `bun test` never times anything.
@@ -25,6 +26,7 @@ import { cpuSeconds, rssMiB, RssWatch } from './proc'
 import { describeMail, mailSection, type MailFigures } from './mail'
 import { describeMfa, mfaSection, type MfaFigures } from './mfa'
 import { describeOidc, oidcSection, type OidcFigures } from './oidc'
+import { describeWebhooks, webhookSection, type WebhookFigures } from './webhooks'
 import { measureStartups, type StartupFigures } from './startup'
 import { runLoadGenerator, type BenchSession, type LoadResult, type LoadSpec, type Workload } from './workload'
 
@@ -74,7 +76,7 @@ const MEMORY_ROUND = args['memory-round'] === undefined ? Math.ceil(MEMORY_REQUE
 const LOGOUT_POOL = whole('logout-pool', 10)
 /** Mails the outbox scenario queues at once. */
 const MAIL_COUNT = whole('mail-count', 10)
-const SECTIONS = ['mail', 'mfa', 'oidc'] as const
+const SECTIONS = ['mail', 'mfa', 'oidc', 'webhooks'] as const
 type Section = (typeof SECTIONS)[number]
 const isSection = (value: string | undefined): value is Section => SECTIONS.includes(value as Section)
 if (args.only !== undefined && !isSection(args.only)) throw new Error(`--only takes: ${SECTIONS.join(', ')}`)
@@ -551,6 +553,7 @@ async function main() {
 	await runMail(database.url, rows, extra)
 	await runMfa(database.url, rows, extra)
 	await runOidc(database.url, rows, extra)
+	await runWebhooks(database.url, rows, extra)
 	await finish({ startedAt, machine, database, hashing, memory, rows, extra })
 }
 
@@ -608,6 +611,22 @@ async function runOidc(databaseUrl: string, rows: Row[], extra: Record<string, u
 	extra.oidc = oidc.figures
 }
 
+/** 11. Webhooks (test/bench/webhooks.ts): deliveries per second, commit → receipt, what the outbox adds to a sign-up. */
+async function runWebhooks(databaseUrl: string, rows: Row[], extra: Record<string, unknown>) {
+	log('11. webhooks')
+	const webhooks = await webhookSection<Measured, Row>({
+		databaseUrl,
+		seconds: SECONDS,
+		admin: ADMIN,
+		log,
+		measure,
+		row,
+		startService: (env, name) => startService(databaseUrl, '1', { env, name }),
+	})
+	rows.push(...webhooks.rows)
+	extra.webhooks = webhooks.figures
+}
+
 /** `--only <section>`: the database and that section, nothing else. */
 async function sectionOnly(section: Section, startedAt: Date, machine: Awaited<ReturnType<typeof machineNotes>>) {
 	log(`preparing database ${args.database} with ${USERS} users`)
@@ -615,7 +634,7 @@ async function sectionOnly(section: Section, startedAt: Date, machine: Awaited<R
 	log(database.seeded === 'created' ? `seeded in ${database.seedSeconds.toFixed(0)} s` : 'reused the existing seed')
 	const rows: Row[] = []
 	const extra: Record<string, unknown> = {}
-	await { mail: runMail, mfa: runMfa, oidc: runOidc }[section](database.url, rows, extra)
+	await { mail: runMail, mfa: runMfa, oidc: runOidc, webhooks: runWebhooks }[section](database.url, rows, extra)
 	await finish({ startedAt, machine, database, rows, extra })
 }
 
@@ -709,6 +728,8 @@ function printTable(report: { extra: Record<string, unknown>; options: { users: 
 	if (mfa) for (const line of describeMfa(mfa)) console.log(line)
 	const oidc = report.extra.oidc as OidcFigures | undefined
 	if (oidc) for (const line of describeOidc(oidc)) console.log(line)
+	const webhooks = report.extra.webhooks as WebhookFigures | undefined
+	if (webhooks) for (const line of describeWebhooks(webhooks)) console.log(line)
 }
 
 await main()

@@ -53,7 +53,7 @@ export interface TestApp {
 export async function startTestApp(
 	env: Record<string, string> = {},
 	database?: TestDatabase,
-	extra: Pick<AppDeps, 'counters' | 'peerAddress'> = {},
+	extra: Pick<AppDeps, 'counters' | 'peerAddress' | 'resolveHost'> = {},
 ): Promise<TestApp> {
 	const db = database ?? (await createTestDatabase())
 	const config = loadConfig({ ...TEST_ENV, ...env })
@@ -61,8 +61,8 @@ export async function startTestApp(
 	const log = createLogger(config.logLevel, { write: (line: string) => void logs.push(line) })
 	const keys = await loadTokenKeys(config.jwt, log)
 	const app = createApp({ config, database: db.handle, keys, log, peerAddress: () => TEST_PEER, ...extra })
-	// No server listens under app.handle, so the job worker (mail) is started here, as listen would.
-	app.decorator.jobs.start()
+	// No server listens under app.handle, so the job workers (mail, webhooks) are started here, as listen would.
+	await app.decorator.backgroundJobs.start()
 	return {
 		app,
 		config,
@@ -71,7 +71,7 @@ export async function startTestApp(
 		logs,
 		call: (method, path, options = {}) => call(app, method, path, options),
 		close: async () => {
-			await app.decorator.jobs.stop()
+			await app.decorator.backgroundJobs.stop()
 			if (!database) await db.drop()
 		},
 	}

@@ -15,3 +15,10 @@ export function exampleOf(schema: Json): unknown {
 /** Whether a body schema refuses members it does not list: an object that says so, or a union of such objects. */
 export const isClosedBody = (schema: Json): boolean =>
 	schema.additionalProperties === false || (Array.isArray(schema.anyOf) && schema.anyOf.length > 0 && schema.anyOf.every(isClosedBody))
+
+/**
+ * A request path for an operation of the document: a user's `{id}` is the caller (`me`), `{provider}` the
+ * test provider, any other parameter (a webhook endpoint's `{id}` too) an id nobody has.
+ */
+export const concretePath = (path: string) =>
+	(path.startsWith('/api/webhooks/') ? path : path.replace('{id}', 'me')).replace('{provider}', 'test').replace(/\{[^}]+\}/g, () => crypto.randomUUID())

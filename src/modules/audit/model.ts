@@ -32,6 +32,11 @@ const EventType = t.Union([
 	t.Literal('recovery-codes.generated'),
 	t.Literal('identity.linked'),
 	t.Literal('identity.unlinked'),
+	t.Literal('webhook.created'),
+	t.Literal('webhook.updated'),
+	t.Literal('webhook.deleted'),
+	t.Literal('webhook.secret-rotated'),
+	t.Literal('webhook.disabled'),
 ])
 
 export type AuditEventType = typeof EventType.static

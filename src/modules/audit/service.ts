@@ -1,7 +1,7 @@
 import { and, desc, eq, gte, lt, lte, or, type SQL } from 'drizzle-orm'
 import type { Database } from '../../db/client'
 import { auditEvents, type AuditEventRow } from '../../db/schema'
-import { AppError } from '../../http/problem'
+import { decodeIdCursor, encodeIdCursor } from '../../http/pagination'
 import type { Logger } from '../../log'
 import type { AuditEventResource, AuditEventType, ListAuditEventsQuery } from './model'
 
@@ -54,7 +54,7 @@ export class AuditLog {
 	/** Newest first; keyset on the time-ordered id. */
 	async list(query: ListAuditEventsQuery) {
 		const limit = query.limit ?? 50
-		const before = query.cursor === undefined ? undefined : decodeCursor(query.cursor)
+		const before = query.cursor === undefined ? undefined : decodeIdCursor(query.cursor)
 		const rows = await this.db
 			.select()
 			.from(auditEvents)
@@ -65,7 +65,7 @@ export class AuditLog {
 		const last = items.at(-1)
 		return {
 			items: items.map(toAuditEventResource),
-			nextCursor: rows.length > limit && last ? Buffer.from(last.id).toString('base64url') : null,
+			nextCursor: rows.length > limit && last ? encodeIdCursor(last.id) : null,
 			limit,
 		}
 	}
@@ -78,17 +78,6 @@ function filters(query: ListAuditEventsQuery): Array<SQL | undefined> {
 		query.occurredAfter === undefined ? undefined : gte(auditEvents.occurredAt, new Date(query.occurredAfter)),
 		query.occurredBefore === undefined ? undefined : lte(auditEvents.occurredAt, new Date(query.occurredBefore)),
 	]
-}
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
-
-function decodeCursor(cursor: string): string {
-	const id = Buffer.from(cursor, 'base64url').toString('utf8')
-	if (!UUID.test(id))
-		throw new AppError('bad-request', 'The cursor is not valid for this query', {
-			errors: [{ pointer: '#/cursor', code: 'invalid', detail: 'use nextCursor from a previous page' }],
-		})
-	return id
 }
 
 function toAuditEventResource(row: AuditEventRow): AuditEventResource {

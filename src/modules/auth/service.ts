@@ -8,7 +8,8 @@ import type { AuditLog } from '../audit/service'
 import { isLoginLocked, type LoginLockout, type PasswordAttempt } from './lockout'
 import type { PasswordHasher } from './password'
 import { issueMfaToken, mustHaveFactor, secondFactorMethods, type MfaMethod } from '../factors/service'
-import { issueTokenPair, PASSWORD_ONLY, revokeUserSessions, startSession, type Caller, type ClientInfo, type Queryable, type SessionAssurance } from './sessions'
+import { recordWebhookEvents } from '../webhooks/outbox'
+import { issueTokenPair, PASSWORD_ONLY, revokeUserSessions, sessionEvent, startSession, type Caller, type ClientInfo, type Queryable, type SessionAssurance } from './sessions'
 import { hashRefreshToken } from './tokens'
 
 export interface AuthServiceDeps {
@@ -156,7 +157,10 @@ export class AuthService {
 		{ email, subjectId, actorId, reason }: { email: string; subjectId?: string; actorId?: string; reason: string },
 	) {
 		await this.deps.audit.record('login.failed', client, { actorId, subjectId, details: { email, reason } })
-		if (await attempt.failed()) await this.deps.audit.record('login.locked', client, { actorId, subjectId, details: { email } })
+		if (!(await attempt.failed())) return
+		await this.deps.audit.record('login.locked', client, { actorId, subjectId, details: { email } })
+		// The lock lives in the counter store, not in a transaction: the event is written on its own.
+		await recordWebhookEvents(this.deps.db, [{ type: 'login.locked', data: { email, userId: subjectId ?? null, reason: 'password' } }])
 	}
 
 	/** A password check reserved with the lockout; a refusal is audited as a failed login. */
@@ -214,7 +218,8 @@ export class AuthService {
 						.where(eq(sessions.id, session.id))
 				return this.continueSession(tx, user, session, token.id, client)
 			}
-			await tx.update(sessions).set({ revokedAt: sql`now()` }).where(eq(sessions.id, session.id))
+			const revoked = await tx.update(sessions).set({ revokedAt: sql`now()` }).where(eq(sessions.id, session.id)).returning()
+			await recordWebhookEvents(tx, revoked.map((row) => sessionEvent('session.revoked', row, 'token-reuse')))
 			return { kind: 'reuse' as const, sessionId: session.id, userId: user.id }
 		})
 		if (outcome.kind === 'reuse')
@@ -262,15 +267,19 @@ export class AuthService {
 		return revoked
 	}
 
-	private async revokeForLogout(caller: Caller, scope: LogoutScope): Promise<number> {
-		if (scope === 'global') return revokeUserSessions(this.deps.db, caller.user.id)
-		if (scope === 'others') return revokeUserSessions(this.deps.db, caller.user.id, caller.sessionId)
-		const revoked = await this.deps.db
-			.update(sessions)
-			.set({ revokedAt: sql`now()` })
-			.where(and(eq(sessions.id, caller.sessionId), isNull(sessions.revokedAt)))
-			.returning({ id: sessions.id })
-		return revoked.length
+	private revokeForLogout(caller: Caller, scope: LogoutScope): Promise<number> {
+		const { user, sessionId } = caller
+		return this.deps.db.transaction(async (tx) => {
+			if (scope === 'global') return revokeUserSessions(tx, user.id, 'logout')
+			if (scope === 'others') return revokeUserSessions(tx, user.id, 'logout', sessionId)
+			const revoked = await tx
+				.update(sessions)
+				.set({ revokedAt: sql`now()` })
+				.where(and(eq(sessions.id, sessionId), isNull(sessions.revokedAt)))
+				.returning()
+			await recordWebhookEvents(tx, revoked.map((row) => sessionEvent('session.revoked', row, 'logout')))
+			return revoked.length
+		})
 	}
 }
 

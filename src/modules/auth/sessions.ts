@@ -4,6 +4,7 @@ import { refreshTokens, sessions, users, type SessionRow, type UserRow } from '.
 import { NotFound } from '../../http/problem'
 import type { ClientInfo } from '../audit/service'
 import type { SessionResource } from '../users/model'
+import { recordWebhookEvents, type WebhookEvent } from '../webhooks/outbox'
 import { hashRefreshToken, newRefreshToken } from './tokens'
 
 /** A Drizzle handle or an open transaction on it. */
@@ -25,6 +26,15 @@ export interface Caller {
 	user: UserRow
 	sessionId: string
 	assurance: SessionAssurance
+}
+
+/** Why sessions ended, as `session.revoked` webhook events tell it. */
+export type SessionEndReason = 'logout' | 'revoked' | 'deactivated' | 'password-changed' | 'password-reset' | 'token-reuse' | 'session-limit'
+
+/** A `session.*` webhook event: the session as the API shows it, with its user and how it was established. */
+export function sessionEvent(type: 'session.created' | 'session.revoked', row: SessionRow, reason?: SessionEndReason): WebhookEvent {
+	const { current: _, ...shown } = toSessionResource(row, '')
+	return { type, data: { session: { ...shown, userId: row.userId, amr: row.amr, aal: row.aal }, ...(reason ? { reason } : {}) } }
 }
 
 // Any constant works; it keeps these per-user advisory locks apart from other users of two-key locks.
@@ -64,7 +74,9 @@ export async function startSession(
 		})
 		.returning()
 	if (!session) throw new Error('session insert returned no row')
-	const evictedSessionIds = sessionsPerUserMax > 0 ? await revokeSessionsBeyondCap(db, userId, session.id, sessionsPerUserMax) : []
+	const evicted = sessionsPerUserMax > 0 ? await revokeSessionsBeyondCap(db, userId, session.id, sessionsPerUserMax) : []
+	await recordWebhookEvents(db, [sessionEvent('session.created', session), ...evicted.map((row) => sessionEvent('session.revoked', row, 'session-limit'))])
+	const evictedSessionIds = evicted.map((row) => row.id)
 	return { session, evictedSessionIds, ...(await issueTokenPair(db, session.id, null)) }
 }
 
@@ -75,7 +87,7 @@ const userLockKey = (userId: string) => Number.parseInt(userId.replaceAll('-', '
  * Revokes the user's live sessions, oldest first, until `max` remain counting `keepId` (another instance's
  * clock may date an older session later, so the one being started is excluded by id, not by time).
  */
-async function revokeSessionsBeyondCap(db: Queryable, userId: string, keepId: string, max: number): Promise<string[]> {
+async function revokeSessionsBeyondCap(db: Queryable, userId: string, keepId: string, max: number): Promise<SessionRow[]> {
 	const beyondCap = db
 		.select({ id: sessions.id })
 		.from(sessions)
@@ -88,8 +100,8 @@ async function revokeSessionsBeyondCap(db: Queryable, userId: string, keepId: st
 		.update(sessions)
 		.set({ revokedAt: sql`now()` })
 		.where(inArray(sessions.id, beyondCap))
-		.returning({ id: sessions.id })
-	return revoked.map((row) => row.id)
+		.returning()
+	return revoked
 }
 
 /**
@@ -159,12 +171,14 @@ export async function listActiveSessions(db: Queryable, userId: string, currentS
 	return rows.map((row) => toSessionResource(row, currentSessionId))
 }
 
-/** Revokes one session of a user; repeating it returns the same revoked session. */
-export async function revokeSession(db: Queryable, userId: string, sessionId: string, currentSessionId: string) {
-	await db
+/** Revokes one session of a user; repeating it returns the same revoked session. `db` should be a transaction (the event goes with it). */
+export async function revokeSession(db: Queryable, userId: string, sessionId: string, currentSessionId: string, reason: SessionEndReason) {
+	const revoked = await db
 		.update(sessions)
 		.set({ revokedAt: sql`now()` })
 		.where(and(eq(sessions.id, sessionId), eq(sessions.userId, userId), isNull(sessions.revokedAt)))
+		.returning()
+	await recordWebhookEvents(db, revoked.map((row) => sessionEvent('session.revoked', row, reason)))
 	const [row] = await db
 		.select()
 		.from(sessions)
@@ -173,8 +187,11 @@ export async function revokeSession(db: Queryable, userId: string, sessionId: st
 	return toSessionResource(row, currentSessionId)
 }
 
-/** Revokes every live session of a user, or every one but `keepSessionId`. Returns how many. */
-export async function revokeUserSessions(db: Queryable, userId: string, keepSessionId?: string): Promise<number> {
+/**
+ * Revokes every live session of a user, or every one but `keepSessionId`, with a `session.revoked` event
+ * each (`db` should be a transaction). Returns how many.
+ */
+export async function revokeUserSessions(db: Queryable, userId: string, reason: SessionEndReason, keepSessionId?: string): Promise<number> {
 	const revoked = await db
 		.update(sessions)
 		.set({ revokedAt: sql`now()` })
@@ -185,7 +202,8 @@ export async function revokeUserSessions(db: Queryable, userId: string, keepSess
 				keepSessionId ? ne(sessions.id, keepSessionId) : undefined,
 			),
 		)
-		.returning({ id: sessions.id })
+		.returning()
+	await recordWebhookEvents(db, revoked.map((row) => sessionEvent('session.revoked', row, reason)))
 	return revoked.length
 }
 

@@ -14,6 +14,7 @@ import {
 import { PROBLEM_KINDS, PROBLEM_TYPE_BASE, type ProblemKind } from '../../http/problem'
 import { PROBES } from '../../http/rate-limit'
 import { BODY_METHODS } from '../../http/security'
+import { WEBHOOK_PAYLOADS, webhookBody } from '../webhooks/model'
 
 /*
  * The one place where @elysiajs/swagger's output is corrected. It writes every
@@ -76,6 +77,11 @@ const TAGS = [
 			'Sign-in with OpenID Connect providers (Google, Microsoft Entra, Keycloak…): the browser goes to `…/authorization`, the provider sends it back to `…/callback`, which redirects to the frontend with a one-time `code` (or an `error`); the frontend exchanges the code and its PKCE verifier at POST /auth/sessions.',
 	},
 	{ name: 'Audit', description: 'Security events, for admins.' },
+	{
+		name: 'Webhooks',
+		description:
+			'Endpoints that receive account events (user.created, session.revoked, …) as POSTs signed per Standard Webhooks (`webhook-id`, `webhook-timestamp`, `webhook-signature`). Each event is written in the transaction of its change and delivered at least once, retried at about 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h; an endpoint failing for 5 days is disabled. For admins.',
+	},
 	{ name: 'Keys', description: 'Public keys that verify access tokens (RFC 7517).' },
 	{ name: 'Health', description: 'Probes; they count against no rate limit.' },
 ]
@@ -169,6 +175,7 @@ export function finishDocument(raw: OpenApiDocument, { summary, routes }: { summ
 		tags: TAGS,
 		security: [{ [BEARER_SCHEME]: [] }],
 		paths: document.paths,
+		webhooks: webhookOperations(),
 		components: {
 			...document.components,
 			schemas: {
@@ -182,6 +189,36 @@ export function finishDocument(raw: OpenApiDocument, { summary, routes }: { summ
 			securitySchemes: { [BEARER_SCHEME]: bearerSecurityScheme },
 		},
 	}
+}
+
+const SIGNATURE_HEADERS = [
+	{ name: 'webhook-id', description: "the event's id: the same at every attempt (deduplicate on it)", example: '0193f1c2-7a5e-7c3b-9d2e-5f6a7b8c9d0e' },
+	{ name: 'webhook-timestamp', description: 'when this attempt was signed, in seconds since the epoch', example: '1767268800' },
+	{ name: 'webhook-signature', description: 'space-separated `v1,<base64>` HMAC-SHA256 signatures (Standard Webhooks), one per secret that signs (two for 24 hours after a rotation)', example: 'v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=' },
+]
+
+/** What the service POSTs to webhook endpoints (OpenAPI 3.1 `webhooks`): one operation per event type. */
+function webhookOperations(): Json {
+	return Object.fromEntries(
+		(Object.keys(WEBHOOK_PAYLOADS) as Array<keyof typeof WEBHOOK_PAYLOADS>).map((type) => [
+			type,
+			{
+				post: {
+					operationId: `webhook.${type}`,
+					tags: ['Webhooks'],
+					summary: WEBHOOK_PAYLOADS[type].summary,
+					description: 'POSTed to every enabled endpoint subscribed to this type (or `*`), signed per Standard Webhooks. Any 2xx within WEBHOOK_TIMEOUT_SECONDS is success; anything else is retried.',
+					security: [],
+					parameters: SIGNATURE_HEADERS.map(({ name, description, example }) => ({ name, in: 'header', required: true, description, schema: { type: 'string' }, example })),
+					requestBody: { required: true, content: { 'application/json': { schema: cleanSchema(JSON.parse(JSON.stringify(webhookBody(type)))) } } },
+					responses: {
+						'2XX': { description: 'Received: the delivery succeeded' },
+						default: { description: 'Anything else (and no answer within the timeout): the delivery is retried' },
+					},
+				},
+			},
+		]),
+	)
 }
 
 /**

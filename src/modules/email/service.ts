@@ -12,7 +12,8 @@ import type { AuditLog, ClientInfo } from '../audit/service'
 import type { LoginLockout } from '../auth/lockout'
 import type { PasswordHasher } from '../auth/password'
 import { revokeUserSessions, type Queryable } from '../auth/sessions'
-import { normalizeEmail } from '../users/service'
+import { normalizeEmail, userChangeEvents } from '../users/service'
+import { recordWebhookEvents } from '../webhooks/outbox'
 import { hashCode, hashLinkToken, inWords, mailThrottleKey, newCode, newLinkToken, sameDigest } from './tokens'
 
 export type TokenPurpose = EmailTokenRow['purpose']
@@ -162,6 +163,7 @@ export class EmailService {
 			// The account was deactivated, or its address moved on since this mail: the proof opens nothing.
 			if (!updated) return { kind: 'invalid' as const, purpose: row.purpose }
 			await markUsed(tx, row.id)
+			await recordWebhookEvents(tx, userChangeEvents(user ?? null, updated))
 			return { kind: 'applied' as const, user: updated, before: user, purpose: row.purpose }
 		})
 		if (outcome.kind !== 'applied') return this.refuse(outcome, client)
@@ -189,7 +191,7 @@ export class EmailService {
 			const user = await lockActiveUser(tx, eq(users.id, row.userId))
 			if (!user || user.email !== row.email) return { kind: 'invalid' as const, purpose: 'recovery' as const }
 			const now = new Date()
-			await tx
+			const [updated] = await tx
 				.update(users)
 				.set({
 					passwordHash,
@@ -200,9 +202,11 @@ export class EmailService {
 					updatedAt: now,
 				})
 				.where(eq(users.id, user.id))
+				.returning()
+			if (updated) await recordWebhookEvents(tx, userChangeEvents(user, updated, true))
 			await markUsed(tx, row.id)
 			await voidTokens(tx, user.id, ['recovery', 'email-change'])
-			const revoked = await revokeUserSessions(tx, user.id)
+			const revoked = await revokeUserSessions(tx, user.id, 'password-reset')
 			return { kind: 'reset' as const, user, revoked }
 		})
 		if (outcome.kind !== 'reset') return this.refuse(outcome, client)

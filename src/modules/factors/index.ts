@@ -10,7 +10,9 @@ import { AuthModel } from '../auth/model'
 import { UserModel } from '../users/model'
 import type { UsersService } from '../users/service'
 import type { FactorRow } from '../../db/schema'
-import { FactorModel } from './model'
+import { FactorModel, toFactorResource } from './model'
+
+export { toFactorResource }
 import type { FactorsService } from './service'
 
 export interface FactorsModuleDeps {
@@ -19,15 +21,6 @@ export interface FactorsModuleDeps {
 	guard: ReturnType<typeof authGuard>
 	jwt: Config['jwt']
 }
-
-export const toFactorResource = (row: FactorRow): typeof FactorModel.factor.static => ({
-	id: row.id,
-	type: row.type,
-	name: row.name,
-	status: row.status,
-	createdAt: row.createdAt.toISOString(),
-	lastUsedAt: row.lastUsedAt?.toISOString() ?? null,
-})
 
 const FactorParams = t.Object({ id: UserModel.idParams.properties.id, factorId: t.String({ format: 'uuid' }) })
 const OwnFactorParams = t.Object({ factorId: t.String({ format: 'uuid' }) })
@@ -115,7 +108,7 @@ export const factorsModule = ({ factors, users, guard }: FactorsModuleDeps) =>
 			{
 				auth: 'self',
 				params: FactorParams,
-				response: { 200: Envelope(FactorModel.factor), ...problemResponses(401, 403, 'mfa-required', 404, 422, 429) },
+				response: { 200: Envelope(FactorModel.factor), ...problemResponses(401, 403, 'mfa-required', 404, 'conflict', 422, 429) },
 				detail: {
 					operationId: 'removeFactor',
 					summary: 'Remove a factor (the user at aal2, or an admin)',

@@ -1,4 +1,5 @@
 import { t } from 'elysia'
+import type { FactorRow } from '../../db/schema'
 
 const Timestamp = t.String({ format: 'date-time', examples: ['2026-01-01T12:00:00.000Z'] })
 const Base64Url = (maxLength: number) => t.String({ pattern: '^[A-Za-z0-9_-]*$', maxLength })
@@ -106,3 +107,12 @@ export namespace FactorModel {
 		methods: t.Array(t.Union([t.Literal('totp'), t.Literal('webauthn'), t.Literal('recovery-code')])),
 	})
 }
+
+export const toFactorResource = (row: FactorRow): typeof FactorModel.factor.static => ({
+	id: row.id,
+	type: row.type,
+	name: row.name,
+	status: row.status,
+	createdAt: row.createdAt.toISOString(),
+	lastUsedAt: row.lastUsedAt?.toISOString() ?? null,
+})

@@ -20,6 +20,8 @@ import type { AuthService, IssuedSession } from '../auth/service'
 import type { Caller, Queryable, SessionAssurance } from '../auth/sessions'
 import { hashMfaToken, hashRecoveryCode, newMfaToken, newRecoveryCode, RECOVERY_CODE_COUNT } from './codes'
 import { matchingStep, newTotpSecret, totpQrCodeSvg, totpUri } from './totp'
+import { toFactorResource } from './model'
+import { recordWebhookEvents } from '../webhooks/outbox'
 
 export type FactorType = FactorRow['type']
 export type MfaMethod = 'totp' | 'webauthn' | 'recovery-code'
@@ -197,6 +199,7 @@ export class FactorsService {
 				.where(and(eq(factors.id, pending.id), eq(factors.status, 'pending')))
 				.returning()
 			if (!activated) throw new Conflict('conflict', 'This factor is already active')
+			await recordWebhookEvents(tx, [{ type: 'factor.added', data: { userId: caller.user.id, factor: toFactorResource(activated) } }])
 			const [others] = await tx
 				.select({ active: count() })
 				.from(factors)
@@ -262,7 +265,11 @@ export class FactorsService {
 		const factor = await this.findOwnFactor(userId, factorId)
 		if (caller.user.id === userId && factor.status === 'active') await this.requireStepUp(caller)
 		await this.deps.db.transaction(async (tx) => {
-			await tx.delete(factors).where(eq(factors.id, factor.id))
+			// Removed as it is now (it may have been activated meanwhile, or removed by a request at the same time).
+			const [gone] = await tx.delete(factors).where(and(eq(factors.id, factor.id), eq(factors.status, factor.status))).returning()
+			if (!gone) throw new Conflict('conflict', 'This factor changed meanwhile; read it again')
+			// A pending factor never was a way in: only an active one's removal is news to receivers.
+			if (gone.status === 'active') await recordWebhookEvents(tx, [{ type: 'factor.removed', data: { userId, factor: toFactorResource(gone) } }])
 			const [left] = await tx.select({ active: count() }).from(factors).where(and(eq(factors.userId, userId), eq(factors.status, 'active')))
 			if ((left?.active ?? 0) === 0) await tx.delete(recoveryCodes).where(eq(recoveryCodes.userId, userId))
 		})
@@ -340,7 +347,12 @@ export class FactorsService {
 				: undefined
 			if (!issued) {
 				await audit.record('mfa.failed', client, { subjectId: token.userId, details: { method: input.method, reason: proof ? 'spent-meanwhile' : 'wrong' } })
-				if (await attempt.failed()) await audit.record('mfa.locked', client, { subjectId: token.userId })
+				if (await attempt.failed()) {
+					await audit.record('mfa.locked', client, { subjectId: token.userId })
+					// The same news as a password lockout for receivers: this account's sign-ins are refused for a while.
+					const [locked] = await this.deps.db.select({ email: users.email }).from(users).where(eq(users.id, token.userId))
+					await recordWebhookEvents(this.deps.db, [{ type: 'login.locked', data: { email: locked?.email ?? null, userId: token.userId, reason: 'second-factor' } }])
+				}
 				throw invalidSecondFactor()
 			}
 			await attempt.succeeded()

@@ -7,19 +7,12 @@ import { requestContext } from '../../http/request-context'
 import { tokenResponses } from '../auth'
 import { AuthModel } from '../auth/model'
 import { FactorModel } from '../factors/model'
-import { OidcModel } from './model'
+import { OidcModel, toIdentityResource } from './model'
+
+export { toIdentityResource }
 import type { ProviderSignIn } from './service'
 import { targetUserId } from '../../http/auth'
-import type { identities } from '../../db/schema'
 import type { UsersService } from '../users/service'
-
-export const toIdentityResource = (row: typeof identities.$inferSelect): typeof OidcModel.identity.static => ({
-	id: row.id,
-	provider: row.provider,
-	subject: row.subject,
-	email: row.email,
-	createdAt: row.createdAt.toISOString(),
-})
 
 export interface OidcModuleDeps {
 	signIn: ProviderSignIn

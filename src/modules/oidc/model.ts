@@ -1,4 +1,5 @@
 import { t } from 'elysia'
+import type { identities } from '../../db/schema'
 
 /** RFC 7636: a verifier is 43–128 characters of [A-Za-z0-9-._~]; an S256 challenge is 43 base64url characters. */
 const CodeChallenge = t.String({ pattern: '^[A-Za-z0-9_-]{43}$', description: 'BASE64URL(SHA-256(codeVerifier)), RFC 7636 S256', examples: ['E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM'] })
@@ -53,3 +54,11 @@ export namespace OidcModel {
 		codeVerifier: t.String({ pattern: '^[A-Za-z0-9._~-]{43,128}$', description: 'the PKCE verifier whose challenge started the flow' }),
 	})
 }
+
+export const toIdentityResource = (row: typeof identities.$inferSelect): typeof OidcModel.identity.static => ({
+	id: row.id,
+	provider: row.provider,
+	subject: row.subject,
+	email: row.email,
+	createdAt: row.createdAt.toISOString(),
+})

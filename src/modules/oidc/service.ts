@@ -11,7 +11,9 @@ import type { AuthService, IssuedSession, SecondFactorOwed } from '../auth/servi
 import type { Caller, Queryable } from '../auth/sessions'
 import { PASSWORD_ONLY } from '../auth/sessions'
 import { issueMfaToken, mustHaveFactor, secondFactorMethods, type FactorsService } from '../factors/service'
-import { insertUser, normalizeEmail } from '../users/service'
+import { insertUser, normalizeEmail, userChangeEvents } from '../users/service'
+import { recordWebhookEvents } from '../webhooks/outbox'
+import { toIdentityResource } from './model'
 import { ProviderUnavailable, type ProviderDirectory } from './providers'
 import { isAllowedRedirect, withQuery } from './redirect-urls'
 
@@ -327,6 +329,7 @@ export class ProviderSignIn {
 					passwordHash: null,
 					...(claims.emailVerified ? { emailVerifiedAt: new Date() } : {}),
 				})
+				await recordWebhookEvents(tx, userChangeEvents(null, user))
 				await linkIdentity(tx, provider.id, claims.sub, email, user.id)
 				return { ok: true, user, created: true, linked: false }
 			})
@@ -355,7 +358,8 @@ export class ProviderSignIn {
 		const [user] = await db.select().from(users).where(eq(users.id, spent.userId))
 		if (!user || user.status !== 'active' || user.credentialsVersion !== spent.credentialsVersion) throw invalidSignInCode()
 		if (spent.linkSubject !== null) {
-			await linkIdentity(db, spent.provider, spent.linkSubject, spent.linkEmail, user.id).catch((error: unknown) => {
+			const { linkSubject } = spent
+			await db.transaction((tx) => linkIdentity(tx, spent.provider, linkSubject, spent.linkEmail, user.id)).catch((error: unknown) => {
 				if (sqlState(error).constraint !== 'identities_provider_subject_key') throw error
 				throw new Conflict('conflict', 'This identity is already linked to an account')
 			})
@@ -398,6 +402,7 @@ export class ProviderSignIn {
 			if (user.passwordHash === null && (others?.count ?? 0) === 0 && (passkeys?.count ?? 0) === 0)
 				throw new Conflict('conflict', 'This is the account’s last way to sign in: set a password (recovery by email) or add a passkey first')
 			await tx.delete(identities).where(eq(identities.id, identity.id))
+			await recordWebhookEvents(tx, [{ type: 'identity.unlinked', data: { userId, identity: toIdentityResource(identity) } }])
 			return identity
 		})
 		await this.deps.audit.record('identity.unlinked', client, { actorId: caller.user.id, subjectId: userId, details: { provider: removed.provider } })
@@ -409,8 +414,10 @@ export class ProviderSignIn {
 	}
 }
 
+/** Links an identity to an account, with its `identity.linked` event (`tx` should be a transaction). */
 async function linkIdentity(tx: Queryable, provider: string, subject: string, email: string | null, userId: string) {
-	await tx.insert(identities).values({ id: Bun.randomUUIDv7(), provider, subject, email, userId })
+	const [identity] = await tx.insert(identities).values({ id: Bun.randomUUIDv7(), provider, subject, email, userId }).returning()
+	if (identity) await recordWebhookEvents(tx, [{ type: 'identity.linked', data: { userId, identity: toIdentityResource(identity) } }])
 }
 
 /** Equal strings of digests, compared in constant time. */

@@ -4,7 +4,8 @@ import { users } from '../../db/schema'
 import { AppError } from '../../http/problem'
 import type { Logger } from '../../log'
 import { passwordProblem, type PasswordHasher } from '../auth/password'
-import { insertUser, normalizeEmail } from './service'
+import { recordWebhookEvents } from '../webhooks/outbox'
+import { insertUser, normalizeEmail, userChangeEvents } from './service'
 
 export class BootstrapError extends Error {
 	constructor(
@@ -31,13 +32,18 @@ export async function createAdmin(
 	const problem = passwordProblem(input.password, passwordMinLength)
 	if (problem) throw new BootstrapError(`the admin password ${problem.detail}`)
 	try {
-		return await insertUser(db, {
-			email,
-			name: input.name ?? '',
-			role: 'admin',
-			passwordHash: await hasher.hash(input.password),
-			// The operator vouches for the first admin's address: it can sign in under EMAIL_VERIFICATION=required.
-			emailVerifiedAt: new Date(),
+		const passwordHash = await hasher.hash(input.password)
+		return await db.transaction(async (tx) => {
+			const admin = await insertUser(tx, {
+				email,
+				name: input.name ?? '',
+				role: 'admin',
+				passwordHash,
+				// The operator vouches for the first admin's address: it can sign in under EMAIL_VERIFICATION=required.
+				emailVerifiedAt: new Date(),
+			})
+			await recordWebhookEvents(tx, userChangeEvents(null, admin))
+			return admin
 		})
 	} catch (error) {
 		if (error instanceof AppError && error.kind === 'email-taken')

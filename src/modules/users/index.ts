@@ -146,7 +146,7 @@ export const usersModule = ({ users, guard, db, audit }: UsersModuleDeps) =>
 			'/:id/sessions/:sessionId',
 			async ({ params, caller, client }) => {
 				const userId = targetUserId(params.id, caller)
-				const session = await revokeSession(db, userId, params.sessionId, caller.sessionId)
+				const session = await db.transaction((tx) => revokeSession(tx, userId, params.sessionId, caller.sessionId, 'revoked'))
 				await audit.record('session.revoked', client, { actorId: caller.user.id, subjectId: userId, details: { sessionId: session.id } })
 				return envelope(session, 'Session revoked')
 			},

@@ -9,6 +9,7 @@ import type { AuthService } from '../auth/service'
 import type { EmailService } from '../email/service'
 import type { FactorsService } from '../factors/service'
 import { revokeUserSessions, type Caller, type Queryable } from '../auth/sessions'
+import { recordWebhookEvents, type WebhookEvent } from '../webhooks/outbox'
 import type { CreateUserInput, ListUsersQuery, ReplaceUserInput, UserResource } from './model'
 
 export const normalizeEmail = (email: string) => email.trim().toLowerCase()
@@ -26,6 +27,24 @@ export function toUserResource(row: UserRow): UserResource {
 		emailVerified: row.emailVerifiedAt !== null,
 		pendingEmail: row.pendingEmail,
 	}
+}
+
+/**
+ * The webhook events of a change to an account, from the row before (null: created) and after it: the one
+ * place that decides which user.* events a change is.
+ */
+export function userChangeEvents(before: UserRow | null, after: UserRow, passwordChanged = false): WebhookEvent[] {
+	const user = toUserResource(after)
+	if (before === null) return [{ type: 'user.created', data: { user } }]
+	const events: WebhookEvent[] = []
+	const shown = toUserResource(before)
+	const changed = (['email', 'name', 'role', 'status', 'emailVerified', 'pendingEmail'] as const).filter((field) => shown[field] !== user[field])
+	if (changed.length > 0 || passwordChanged) events.push({ type: 'user.updated', data: { user, changed } })
+	if (before.status !== 'deactivated' && after.status === 'deactivated') events.push({ type: 'user.deactivated', data: { user } })
+	if (before.status === 'deactivated' && after.status !== 'deactivated') events.push({ type: 'user.reactivated', data: { user } })
+	if (before.emailVerifiedAt === null && after.emailVerifiedAt !== null) events.push({ type: 'user.email-verified', data: { user } })
+	if (passwordChanged) events.push({ type: 'user.password-changed', data: { user } })
+	return events
 }
 
 export interface UsersServiceDeps {
@@ -76,6 +95,7 @@ export class UsersService {
 		const { email } = this.deps
 		const { user, mailed } = await this.deps.db.transaction(async (tx) => {
 			const user = await insertUser(tx, { email: input.email, name: input.name ?? '', role: input.role ?? 'user', passwordHash })
+			await recordWebhookEvents(tx, userChangeEvents(null, user))
 			return { user, mailed: await email.onSignUp(tx, user) }
 		})
 		if (mailed) email.wake()
@@ -171,9 +191,10 @@ export class UsersService {
 					throw translateConstraint(error)
 				})
 			if (!row) throw new NotFound('No user with this id')
-			if (deactivating) await revokeUserSessions(tx, id)
+			await recordWebhookEvents(tx, userChangeEvents(current, row, newHash !== undefined))
+			if (deactivating) await revokeUserSessions(tx, id, 'deactivated')
 			// A new password ends every other session: whoever knew the old one is logged out.
-			else if (newHash !== undefined) await revokeUserSessions(tx, id, self ? caller.sessionId : undefined)
+			else if (newHash !== undefined) await revokeUserSessions(tx, id, 'password-changed', self ? caller.sessionId : undefined)
 			return { before: current, row }
 		})
 		if (changeWaitsForProof) this.deps.email.wake()
@@ -210,8 +231,9 @@ export class UsersService {
 				.set({ status: 'deactivated', deactivatedAt: now, updatedAt: now, credentialsVersion: current.credentialsVersion + 1 })
 				.where(eq(users.id, id))
 				.returning()
-			await revokeUserSessions(tx, id)
 			if (!row) throw new NotFound('No user with this id')
+			await recordWebhookEvents(tx, userChangeEvents(current, row))
+			await revokeUserSessions(tx, id, 'deactivated')
 			return row
 		})
 		if (changed) await this.deps.audit.record('user.deactivated', client, { actorId: caller.user.id, subjectId: id })

@@ -1,0 +1,73 @@
+import { sql } from 'drizzle-orm'
+import type { Queryable } from '../auth/sessions'
+
+/** Every event a webhook endpoint can subscribe to (API.md, "Webhooks"). */
+export const WEBHOOK_EVENT_TYPES = [
+	'user.created',
+	'user.updated',
+	'user.deactivated',
+	'user.reactivated',
+	'user.email-verified',
+	'user.password-changed',
+	'session.created',
+	'session.revoked',
+	'login.locked',
+	'factor.added',
+	'factor.removed',
+	'identity.linked',
+	'identity.unlinked',
+] as const
+
+export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number]
+
+/** What an admin's ping sends; not subscribable, it goes to the pinged endpoint only. */
+export const PING_EVENT = 'webhook.ping'
+
+/** An event as a change reports it; `data` holds resources as the API shows them, never a secret. */
+export interface WebhookEvent {
+	type: WebhookEventType
+	data: Record<string, unknown>
+}
+
+/** The background-job queue of webhook deliveries. */
+export const WEBHOOK_QUEUE = 'webhook'
+
+/** Told on commit of every transaction that queued jobs, so that a worker on any instance wakes at once. */
+export const JOBS_CHANNEL = 'latchkey_jobs'
+
+/**
+ * The transactional outbox. Written with the caller's transaction: the events exist exactly when the
+ * change they report does. One statement stores each event that some enabled endpoint subscribes to, a
+ * delivery per such endpoint, and a job per delivery, then NOTIFYs (delivered by PostgreSQL on commit,
+ * never on rollback). With no endpoint subscribed it writes nothing.
+ */
+export async function recordWebhookEvents(db: Queryable, events: WebhookEvent[]): Promise<void> {
+	if (events.length === 0) return
+	const timestamp = new Date().toISOString()
+	const rows = events.map(({ type, data }) => ({ id: Bun.randomUUIDv7(), type, body: JSON.stringify({ type, timestamp, data }) }))
+	await db.execute(sql`
+		with new_events as (
+			select (e->>'id')::uuid as id, e->>'type' as type, e->>'body' as body
+			from jsonb_array_elements(${JSON.stringify(rows)}::jsonb) as e
+		),
+		targets as (
+			select new_events.id as event_id, endpoint.id as endpoint_id
+			from new_events
+			join webhook_endpoints as endpoint on endpoint.enabled and endpoint.events && array['*', new_events.type]
+		),
+		stored as (
+			insert into webhook_events (id, type, body)
+			select id, type, body from new_events where id in (select event_id from targets)
+		),
+		deliveries as (
+			insert into webhook_deliveries (id, endpoint_id, event_id, next_attempt_at)
+			select gen_random_uuid(), endpoint_id, event_id, now() from targets
+			returning id
+		),
+		queued as (
+			insert into jobs (id, queue, payload)
+			select gen_random_uuid(), ${WEBHOOK_QUEUE}, jsonb_build_object('deliveryId', id) from deliveries
+			returning id
+		)
+		select pg_notify(${JOBS_CHANNEL}, ${WEBHOOK_QUEUE}) from (select 1 from queued limit 1) as any_queued`)
+}
