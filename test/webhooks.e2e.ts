@@ -15,6 +15,9 @@ setDefaultTimeout(180_000)
 const ADMIN = { LATCHKEY_ADMIN_EMAIL: 'ops@example.test', LATCHKEY_ADMIN_PASSWORD: 'an operator passphrase' }
 const COMMON = {
 	...ADMIN,
+	// Shared by every process and restart, as in production: the endpoints' secrets are sealed with it.
+	DATA_ENCRYPTION_KEY: Buffer.alloc(32, 'webhooks-e2e').toString('base64'),
+	JWT_SECRET: 'webhooks-e2e-signing-secret-of-more-than-32-bytes',
 	WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
 	AUTH_RATE_LIMIT_MAX: '0',
 	RATE_LIMIT_MAX: '0',
@@ -119,7 +122,12 @@ if (TEST_DATABASE_URL) {
 			const emails = Array.from({ length: 40 }, (_, i) => `twice-${i}-${Bun.randomUUIDv7().slice(-8)}@example.test`)
 			await Promise.all(emails.map((email, i) => signUp(i % 2 ? two : one, email)))
 			// Polls are 30 s apart here: only the NOTIFY of each commit wakes the workers of both instances in time.
-			for (const email of emails) await receiver.waitFor(createdFor(email), 1, 20_000)
+			try {
+				for (const email of emails) await receiver.waitFor(createdFor(email), 1, 20_000)
+			} catch (error) {
+				for (const instance of instances) console.log(instance.output().split('\n').filter((line) => /webhook|job|listen|warn|error/i.test(line)).slice(-30).join('\n'))
+				throw error
+			}
 			await Bun.sleep(2000)
 			for (const email of emails) {
 				const [delivery, ...again] = receiver.received.filter(createdFor(email))
