@@ -146,6 +146,9 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		retrySchedule: config.webhooks.retrySchedule,
 		disableAfterSeconds: config.webhooks.disableAfterSeconds,
 		onEndpointDisabled: () => metrics.webhookEndpointDisabled(),
+		// A slow endpoint gets an eighth of the slots at most: the rest stay for the others.
+		slowEndpointInFlight: Math.max(1, Math.floor(config.webhooks.concurrency / 8)),
+		timeoutSeconds: config.webhooks.timeoutSeconds,
 	})
 	// Webhooks have a worker of their own: receivers that hang for their whole timeout never hold up mail.
 	const webhookJobs = new JobWorker({
@@ -154,6 +157,7 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		pollSeconds: config.jobs.pollSeconds,
 		retrySeconds: config.webhooks.retrySchedule[0] ?? 5,
 		concurrency: config.webhooks.concurrency,
+		claimAtLeast: Math.max(1, Math.floor(config.webhooks.concurrency / 8)),
 		leaseSeconds: config.webhooks.timeoutSeconds + 60,
 		onOutcome: (queue, outcome) => metrics.job(queue, outcome),
 		queues: [WEBHOOK_QUEUE],

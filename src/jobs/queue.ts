@@ -60,8 +60,8 @@ export async function claimDueJobs(db: Database, limit: number, leaseSeconds: nu
 		.returning({ id: jobs.id, queue: jobs.queue, payload: jobs.payload, attempts: jobs.attempts, createdAt: jobs.createdAt })
 }
 
-/** A job done: its payload goes (a mail's holds its link), its row stays a while as a record. */
-export async function finishJob(db: Database, id: string) {
+/** A job done: its payload goes (a mail's holds its link), its row stays a while as a record. `db` may be the handler's transaction. */
+export async function finishJob(db: Queryable, id: string) {
 	await db
 		.update(jobs)
 		.set({ finishedAt: sql`now()`, outcome: 'done', payload: null, lockedUntil: null, lastError: null })
@@ -77,6 +77,14 @@ export async function failJob(db: Database, id: string, error: string, delaySeco
 				? { finishedAt: sql`now()`, outcome: 'failed', payload: null, lockedUntil: null, lastError: error }
 				: { runAt: sql`now() + make_interval(secs => ${delaySeconds})`, lockedUntil: null, lastError: error },
 		)
+		.where(eq(jobs.id, id))
+}
+
+/** A job put back for later without counting an attempt (it was not tried: its turn is not yet). */
+export async function deferJob(db: Database, id: string, delaySeconds: number) {
+	await db
+		.update(jobs)
+		.set({ runAt: sql`now() + make_interval(secs => ${delaySeconds})`, lockedUntil: null, attempts: sql`greatest(${jobs.attempts} - 1, 0)` })
 		.where(eq(jobs.id, id))
 }
 

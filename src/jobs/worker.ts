@@ -2,12 +2,25 @@ import { Elysia } from 'elysia'
 import { loggableError, type Database } from '../db/client'
 import type { JobOutcome } from '../http/metrics'
 import type { Logger } from '../log'
-import { claimDueJobs, failJob, finishJob, purgeFinishedJobs, type ClaimedJob } from './queue'
+import { claimDueJobs, deferJob, failJob, finishJob, purgeFinishedJobs, type ClaimedJob } from './queue'
 
-export type JobHandler = (payload: Record<string, unknown>, job: ClaimedJob) => Promise<void>
+/**
+ * Runs a job. It may finish the job itself, in the transaction that records its outcome (one commit instead
+ * of two), and then says so by returning `JOB_FINISHED`.
+ */
+export type JobHandler = (payload: Record<string, unknown>, job: ClaimedJob) => Promise<void | typeof JOB_FINISHED>
+
+export const JOB_FINISHED = Symbol('job finished by its handler')
 
 /** A failure that no retry can mend (a payload this version cannot read): the job is given up at once. */
 export class PermanentJobError extends Error {}
+
+/** Not now: the job goes back to the queue for `seconds`, its attempt not counted (nothing was tried). */
+export class JobDeferred extends Error {
+	constructor(readonly seconds: number) {
+		super('deferred')
+	}
+}
 
 export interface JobWorkerOptions {
 	db: Database
@@ -19,6 +32,11 @@ export interface JobWorkerOptions {
 	retrySeconds: number
 	/** Jobs run at once by this instance. */
 	concurrency?: number
+	/**
+	 * While jobs run, claim again only once this many slots are free: under load, claims of several jobs at a
+	 * time (one query each) rather than one claim per finished job (default 1).
+	 */
+	claimAtLeast?: number
 	/** How long a claim holds; longer than any job may take (an SMTP send is bounded well below it). */
 	leaseSeconds?: number
 	/** A job keeps being retried until it is this old. */
@@ -114,11 +132,11 @@ export class JobWorker {
 	}
 
 	private async claimAndRun() {
-		const { db, log, concurrency = 4, leaseSeconds = 120 } = this.options
+		const { db, log, concurrency = 4, leaseSeconds = 120, claimAtLeast = 1 } = this.options
 		try {
 			while (this.started) {
 				const free = concurrency - this.running.size
-				if (free <= 0) return
+				if (free <= 0 || (this.running.size > 0 && free < claimAtLeast)) return
 				const claimed = await claimDueJobs(db, free, leaseSeconds, this.options.queues)
 				for (const job of claimed) this.track(job)
 				if (claimed.length < free) return
@@ -142,11 +160,15 @@ export class JobWorker {
 		const handler = handlers[job.queue]
 		try {
 			if (!handler || !job.payload) throw new PermanentJobError(`no handler for queue ${job.queue}`)
-			await handler(job.payload, job)
-			await finishJob(db, job.id)
+			if ((await handler(job.payload, job)) !== JOB_FINISHED) await finishJob(db, job.id)
 			this.options.onOutcome?.(job.queue, 'done')
 			log.debug({ jobId: job.id, queue: job.queue, attempts: job.attempts }, 'job done')
 		} catch (error) {
+			if (error instanceof JobDeferred) {
+				// If this write fails, the lease ends and the job is claimed again.
+				await deferJob(db, job.id, error.seconds).catch(() => {})
+				return
+			}
 			const reason = error instanceof Error && error.name !== 'Error' ? error.name : 'failed'
 			const message = error instanceof JobFailure || error instanceof PermanentJobError ? error.message : reason
 			const ageSeconds = (Date.now() - job.createdAt.getTime()) / 1000

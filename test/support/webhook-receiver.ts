@@ -22,6 +22,8 @@ export class WebhookReceiver {
 	readonly received: ReceivedDelivery[] = []
 	replies: Reply[] = []
 	otherwise: Reply = 204
+	/** The most requests this receiver held unanswered at once. */
+	mostHanging = 0
 	private server: ReturnType<typeof Bun.serve> | undefined
 	private hanging: Array<() => void> = []
 
@@ -45,7 +47,17 @@ export class WebhookReceiver {
 			fetch: async (request) => {
 				const body = await request.text()
 				const reply = this.replies.shift() ?? this.otherwise
-				if (reply === 'hang') return new Promise<Response>((resolve) => this.hanging.push(() => resolve(new Response(null, { status: 204 }))))
+				if (reply === 'hang')
+					return new Promise<Response>((resolve) => {
+						const release = () => resolve(new Response(null, { status: 204 }))
+						this.hanging.push(release)
+						this.mostHanging = Math.max(this.mostHanging, this.hanging.length)
+						// Until the client gives up: its closed connection ends the request.
+						request.signal.addEventListener('abort', () => {
+							this.hanging = this.hanging.filter((waiting) => waiting !== release)
+							release()
+						})
+					})
 				this.received.push({
 					id: request.headers.get('webhook-id') ?? '',
 					timestamp: request.headers.get('webhook-timestamp') ?? '',
