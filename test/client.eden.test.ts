@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { createClient, type LatchkeyClient } from '../src/client'
 import { startTestApp, type TestApp } from './support/app'
-import { jwtPayload, PASSWORD, uniqueEmail } from './support/fixtures'
+import { jwtPayload, PASSWORD, signUpAdmin, uniqueEmail } from './support/fixtures'
 
 // Each file sets its own default: bun applies setDefaultTimeout to the file that calls it.
 setDefaultTimeout(30_000)
@@ -9,7 +9,7 @@ setDefaultTimeout(30_000)
 let t: TestApp
 let api: LatchkeyClient
 beforeAll(async () => {
-	t = await startTestApp()
+	t = await startTestApp({ WEBHOOK_TIMEOUT_SECONDS: '1' })
 	t.app.listen({ port: 0, hostname: '127.0.0.1' })
 	api = createClient(`http://127.0.0.1:${t.app.server!.port}`)
 })
@@ -130,5 +130,32 @@ describe('the Eden Treaty client against a listening server', () => {
 		// A 422 before any permission check: the value is refused for what it is, whoever sends it.
 		expect(refusals.map((refusal) => refusal.status)).toEqual([422, 422, 422, 422, 422, 422])
 		for (const refusal of refusals) expect(refusal.error?.value).toMatchObject({ type: 'https://latchkey.dev/problems/validation-error' })
+	})
+
+	test('an admin manages webhook endpoints, typed: create with the secret, ping, read the delivery log, rotate, delete', async () => {
+		const admin = await signUpAdmin(t)
+		const auth = bearer(admin.accessToken)
+		const created = await api.api.webhooks.post({ url: 'https://93.184.215.14/hooks', events: ['user.created', 'session.revoked'], description: 'CRM' }, auth)
+		expect(created.status).toBe(201)
+		const endpoint = created.data!.data
+		expect(endpoint.secret).toMatch(/^whsec_/)
+		expect(endpoint.events).toEqual(['user.created', 'session.revoked'])
+
+		const pinged = await api.api.webhooks({ id: endpoint.id }).pings.post(undefined, auth)
+		expect(pinged.status).toBe(202)
+		const log = await api.api.webhooks({ id: endpoint.id }).deliveries.get({ query: { limit: 10 }, ...auth })
+		expect(log.status).toBe(200)
+		expect(log.data!.data.items.map((delivery) => delivery.id)).toEqual([pinged.data!.data.deliveryId])
+		expect(log.data!.data.items[0]?.eventType).toBe('webhook.ping')
+
+		const rotated = await api.api.webhooks({ id: endpoint.id }).secrets.post(undefined, auth)
+		expect(rotated.status).toBe(201)
+		expect(rotated.data!.data.secret).not.toBe(endpoint.secret)
+		// @ts-expect-error: the event types are the contract's (user.created, …), not made-up ones
+		const refused = await api.api.webhooks.post({ url: 'https://93.184.215.14/hooks', events: ['user.exploded'] }, auth)
+		expect(refused.status).toBe(422)
+		const deleted = await api.api.webhooks({ id: endpoint.id }).delete(undefined, auth)
+		expect(deleted.status).toBe(200)
+		expect(deleted.data!.data.id).toBe(endpoint.id)
 	})
 })

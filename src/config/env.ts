@@ -152,7 +152,7 @@ export const EnvSchema = T.Object({
 		description: 'seconds before each retry of a failed webhook delivery, comma-separated; after the last the delivery is `failed`',
 	}),
 	WEBHOOK_DISABLE_AFTER_SECONDS: positive(432_000, 'an endpoint whose every attempt failed for this long is disabled'),
-	WEBHOOK_CONCURRENCY: positive(64, 'webhook deliveries in flight at once per instance'),
+	WEBHOOK_CONCURRENCY: positive(256, 'webhook deliveries in flight at once per instance (a slow endpoint gets an eighth of them at most)'),
 	LATCHKEY_ADMIN_EMAIL: T.Optional(T.String({ description: 'first admin, created on start if no admin exists' })),
 	LATCHKEY_ADMIN_PASSWORD: T.Optional(T.String({ description: 'password of that first admin' })),
 })

@@ -15,6 +15,7 @@ import m0011 from '../../drizzle/0011_second_factors.sql' with { type: 'text' }
 import m0012 from '../../drizzle/0012_identity_providers.sql' with { type: 'text' }
 import m0013 from '../../drizzle/0013_identity_links.sql' with { type: 'text' }
 import m0014 from '../../drizzle/0014_webhooks.sql' with { type: 'text' }
+import m0015 from '../../drizzle/0015_queue_autovacuum.sql' with { type: 'text' }
 import type { Database } from './client'
 
 /**
@@ -37,6 +38,7 @@ const MIGRATION_SQL: Record<string, string> = {
 	'0012_identity_providers': m0012,
 	'0013_identity_links': m0013,
 	'0014_webhooks': m0014,
+	'0015_queue_autovacuum': m0015,
 }
 
 export interface Migration {

@@ -1,17 +1,19 @@
 /**
- * Gathers the items that callers submit while a run is in progress and gives them to the next run together:
+ * Gathers the items that callers submit while runs are in progress and gives them to the next run together:
  * one database round trip (or one commit) for many jobs instead of one each. The first item of a quiet
  * moment waits for nothing but the end of its tick. Each caller gets its own item's result, or the run's error.
  */
 export class GroupCommit<I, O> {
 	private waiting: Array<{ item: I; resolve: (value: O) => void; reject: (error: unknown) => void }> = []
-	private running = false
+	private running = 0
 	private scheduled = false
 
 	constructor(
 		/** Runs a batch; returns one result per item, in order. */
 		private readonly run: (items: I[]) => Promise<O[]>,
 		private readonly maxBatch = 500,
+		/** Runs at once: a second one overlaps the first's round trips (each uses its own connection). */
+		private readonly parallel = 1,
 	) {}
 
 	submit(item: I): Promise<O> {
@@ -29,8 +31,8 @@ export class GroupCommit<I, O> {
 	}
 
 	private next() {
-		if (this.running || this.waiting.length === 0) return
-		this.running = true
+		if (this.running >= this.parallel || this.waiting.length === 0) return
+		this.running++
 		const batch = this.waiting.splice(0, this.maxBatch)
 		this.run(batch.map(({ item }) => item))
 			.then(
@@ -38,7 +40,7 @@ export class GroupCommit<I, O> {
 				(error: unknown) => batch.forEach(({ reject }) => reject(error)),
 			)
 			.finally(() => {
-				this.running = false
+				this.running--
 				this.next()
 			})
 	}

@@ -29,7 +29,8 @@ export interface Caller {
 }
 
 /** Why sessions ended, as `session.revoked` webhook events tell it. */
-export type SessionEndReason = 'logout' | 'revoked' | 'deactivated' | 'password-changed' | 'password-reset' | 'token-reuse' | 'session-limit'
+export const SESSION_END_REASONS = ['logout', 'revoked', 'deactivated', 'password-changed', 'password-reset', 'token-reuse', 'session-limit'] as const
+export type SessionEndReason = (typeof SESSION_END_REASONS)[number]
 
 /** A `session.*` webhook event: the session as the API shows it, with its user and how it was established. */
 export function sessionEvent(type: 'session.created' | 'session.revoked', row: SessionRow, reason?: SessionEndReason): WebhookEvent {

@@ -71,8 +71,8 @@ interface DeliveryToMake {
  * per batch rather than per delivery, which is what lets one instance deliver over a thousand a second.
  */
 export class WebhookDelivery {
-	private readonly loads = new GroupCommit<string, DeliveryToMake | undefined>((ids) => this.loadDeliveries(ids))
-	private readonly records = new GroupCommit<AttemptRecord, boolean>((batch) => this.recordAttempts(batch))
+	private readonly loads = new GroupCommit<string, DeliveryToMake | undefined>((ids) => this.loadDeliveries(ids), 500, 2)
+	private readonly records = new GroupCommit<AttemptRecord, boolean>((batch) => this.recordAttempts(batch), 500, 2)
 	/** Attempts in flight by endpoint, in this instance. */
 	private readonly inFlight = new Map<string, number>()
 	/** Endpoints whose last attempt was slow, until when they count as slow. */

@@ -1,5 +1,7 @@
+import type { TLiteral } from '@sinclair/typebox'
 import { t, type TSchema } from 'elysia'
 import { queryInteger } from '../../http/problem'
+import { SESSION_END_REASONS } from '../auth/sessions'
 import { FactorModel } from '../factors/model'
 import { OidcModel } from '../oidc/model'
 import { UserModel } from '../users/model'
@@ -8,7 +10,10 @@ import { PING_EVENT, WEBHOOK_EVENT_TYPES, type WebhookEventType } from './outbox
 const Timestamp = t.String({ format: 'date-time' })
 const Nullable = <T extends Parameters<typeof t.Union>[0][number]>(schema: T) => t.Union([schema, t.Null()])
 
-const Subscription = t.Union([t.Literal('*'), ...WEBHOOK_EVENT_TYPES.map((type) => t.Literal(type))], {
+/** Literal schemas of a list of strings, each keeping its own type (a plain `map` would widen them to string). */
+const literals = <const T extends readonly string[]>(values: T) => values.map((value) => t.Literal(value)) as { -readonly [K in keyof T]: TLiteral<T[K]> }
+
+const Subscription = t.Union([t.Literal('*'), ...literals(WEBHOOK_EVENT_TYPES)], {
 	error: `must be "*" or one of ${WEBHOOK_EVENT_TYPES.join(', ')}`,
 })
 
@@ -108,7 +113,7 @@ export const WEBHOOK_PAYLOADS: Record<WebhookEventType | typeof PING_EVENT, { su
 		summary: 'A field of an account changed (its email, name, role, status, verification, pending email), or its password',
 		data: t.Object({
 			user: UserModel.user,
-			changed: t.Array(t.Union(['email', 'name', 'role', 'status', 'emailVerified', 'pendingEmail'].map((field) => t.Literal(field))), { description: 'the fields that changed; empty when only the password did' }),
+			changed: t.Array(t.Union(literals(['email', 'name', 'role', 'status', 'emailVerified', 'pendingEmail'])), { description: 'the fields that changed; empty when only the password did' }),
 		}),
 	},
 	'user.deactivated': { summary: 'An account was deactivated (its sessions are revoked with it)', data: UserData },
@@ -120,7 +125,7 @@ export const WEBHOOK_PAYLOADS: Record<WebhookEventType | typeof PING_EVENT, { su
 		summary: 'A session ended before its time',
 		data: t.Object({
 			session: WebhookSession,
-			reason: t.Union(['logout', 'revoked', 'deactivated', 'password-changed', 'password-reset', 'token-reuse', 'session-limit'].map((reason) => t.Literal(reason)), {
+			reason: t.Union(literals(SESSION_END_REASONS), {
 				description: '`revoked`: by its user or an admin from the sessions list; `token-reuse`: a rotated refresh token was used again; `session-limit`: the oldest beyond SESSIONS_PER_USER_MAX',
 			}),
 		}),
