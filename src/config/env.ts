@@ -121,7 +121,7 @@ export const EnvSchema = T.Object({
 	MAIL_RESEND_SECONDS: zeroOrMore(60, 'least interval between two mails of a kind to one address (`0`: no limit)'),
 	EMAIL_VERIFICATION_TTL_SECONDS: positive(86_400, 'lifetime of verification and email-change tokens and codes'),
 	RECOVERY_TTL_SECONDS: positive(3_600, 'lifetime of recovery tokens and codes'),
-	JOB_POLL_SECONDS: positive(1, 'how often each instance looks for due background jobs (mail) queued by another'),
+	JOB_POLL_SECONDS: positive(1, 'how often each instance looks for due background jobs (mail, webhooks) besides the NOTIFY that wakes it when one is queued'),
 	JOB_RETRY_SECONDS: positive(10, 'delay before the first retry of a failed job; each next one doubles, up to an hour, for at least 24 hours'),
 	DATA_ENCRYPTION_KEY: T.Optional(
 		T.String({ description: '32 random bytes, base64: encrypts TOTP secrets at rest (AES-256-GCM); required in production, generated (with a warning) in development' }),
