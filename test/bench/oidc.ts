@@ -10,7 +10,7 @@
  * browsers map to the service's port, so the provider knows the callback before the service has a port.
  */
 import { FlowBrowser, pkcePair, TestOpenIdProvider } from '../support/oidc-provider'
-import type { LoadResult } from './workload'
+import { measuredLoad, type LoadResult } from './workload'
 
 const PUBLIC_ORIGIN = 'http://latchkey.bench'
 const FRONTEND = 'http://frontend.bench/auth/callback'
@@ -119,21 +119,7 @@ export async function oidcSection<M extends LoadResult, R>(bench: OidcBench<M, R
 				latchkeyMsPerFlow: flows ? meanMs - providerMs / flows : 0,
 				failed,
 			}
-			const result: LoadResult = {
-				requests: flows + failed,
-				okPerSecond: figures.flowsPerSecond,
-				p50: Math.round(figures.p50Ms),
-				p99: Math.round(figures.p99Ms),
-				mean: meanMs,
-				max: latencies.at(-1) ?? 0,
-				durationSeconds: seconds,
-				non2xx: failed,
-				errors: 0,
-				timeouts: 0,
-				statusCodes: {},
-				captured: [],
-			}
-			return result
+			return measuredLoad(flows, seconds, { p50Ms: figures.p50Ms, p99Ms: figures.p99Ms, meanMs, maxMs: latencies.at(-1) ?? 0 }, failed)
 		})
 		if (!figures) throw new Error('the provider sign-ins were not measured')
 		return {

@@ -22,7 +22,7 @@ import postgres from 'postgres'
 import type { Database } from '../../src/db/client'
 import * as schema from '../../src/db/schema'
 import { recordWebhookEvents } from '../../src/modules/webhooks/outbox'
-import type { LoadResult } from './workload'
+import { measuredLoad, type LoadResult } from './workload'
 
 type Target = { pid: number; url: string; readyAfterMs: number; stop(): Promise<void> }
 
@@ -63,22 +63,6 @@ const latencies = (values: number[]): Latencies => {
 	const sorted = [...values].sort((a, b) => a - b)
 	return { p50Ms: percentile(sorted, 50), p99Ms: percentile(sorted, 99), maxMs: sorted.at(-1) ?? 0 }
 }
-
-/** A LoadResult for a row of the report, from counts and latencies measured here. */
-const asLoadResult = (ok: number, seconds: number, measured: Latencies & { meanMs?: number }, failed = 0): LoadResult => ({
-	requests: ok + failed,
-	okPerSecond: ok / seconds,
-	p50: Math.round(measured.p50Ms * 10) / 10,
-	p99: Math.round(measured.p99Ms * 10) / 10,
-	mean: measured.meanMs ?? 0,
-	max: measured.maxMs,
-	durationSeconds: seconds,
-	non2xx: failed,
-	errors: 0,
-	timeouts: 0,
-	statusCodes: {},
-	captured: [],
-})
 
 class Receiver {
 	private read = 0
@@ -199,7 +183,7 @@ export async function webhookSection<M extends LoadResult, R>(bench: WebhookBenc
 			const seconds = (lastArrival - firstCommitStarted) / 1000
 			const measured = latencies(commits.flatMap((c) => c.emails.map((email) => (receiver.arrivals.get(email) as number) - c.committedAt)))
 			burst = { events: burstCount, committedPerSecond: burstCount / committedSeconds, deliveredPerSecond: burstCount / seconds, duplicates: receiver.duplicates - duplicatesBefore, ...measured }
-			return asLoadResult(burstCount, seconds, measured)
+			return measuredLoad(burstCount, seconds, measured)
 		})
 
 		await vacuum()
@@ -220,7 +204,7 @@ export async function webhookSection<M extends LoadResult, R>(bench: WebhookBenc
 			const measured = latencies(commits.flatMap((c) => c.emails.map((email) => (receiver.arrivals.get(email) as number) - c.committedAt)))
 			const seconds = (performance.now() - started) / 1000
 			steady = { ratePerSecond: emails.length / (bench.seconds), events: emails.length, duplicates: receiver.duplicates - duplicatesBefore, ...measured }
-			return asLoadResult(emails.length, seconds, measured)
+			return measuredLoad(emails.length, seconds, measured)
 		})
 
 		await vacuum()
@@ -270,14 +254,17 @@ export async function webhookSection<M extends LoadResult, R>(bench: WebhookBenc
 			rows: [
 				bench.row('webhook-burst', `webhooks: a burst of ${burstCount} events → receiver (commit → receipt)`, burstMeasured, limit, '≥ 1,000 deliveries/s', burst.deliveredPerSecond >= 1000),
 				bench.row('webhook-steady', `webhooks: ${STEADY_RATE} events/s for ${bench.seconds} s (commit → receipt)`, steadyMeasured, limit, 'p99 < 1 s', steady.p99Ms < 1000),
-				bench.row('webhook-signup-without', 'POST /users (sign-up), no endpoint subscribed, 1 at a time', { ...burstMeasured, ...asLoadResult(times.without.length, signUpSeconds(times.without), signUp.without) }, { name: '(reference for the row below)', perSecond: null }),
-				bench.row('webhook-signup-with', '  the same with an endpoint subscribed to every event', { ...burstMeasured, ...asLoadResult(times.with.length, signUpSeconds(times.with), signUp.with) }, { name: 'sign-up with no endpoint', perSecond: times.without.length / signUpSeconds(times.without) }),
+				bench.row('webhook-signup-without', 'POST /users (sign-up), no endpoint subscribed, 1 at a time', { ...burstMeasured, ...measuredLoad(times.without.length, signUpSeconds(times.without), signUp.without) }, { name: '(reference for the row below)', perSecond: null }),
+				bench.row('webhook-signup-with', '  the same with an endpoint subscribed to every event', { ...burstMeasured, ...measuredLoad(times.with.length, signUpSeconds(times.with), signUp.with) }, { name: 'sign-up with no endpoint', perSecond: times.without.length / signUpSeconds(times.without) }),
 			],
 		}
 	} finally {
 		await service.stop()
 		receiver.stop()
 		await client`delete from users where email like ${`signup-${run}-%@bench.test`}`.catch(() => {})
+		// Left subscribed, the endpoint would get every event of the next sections (and runs) on this database.
+		await client`delete from webhook_endpoints`.catch(() => {})
+		await client`delete from jobs where queue = 'webhook'`.catch(() => {})
 		await client.end()
 	}
 }

@@ -70,6 +70,24 @@ export interface LoadResult {
 	pendingMfa?: PendingMfa[]
 }
 
+/** A LoadResult from what a section timed itself (whole flows, commit → receipt), rather than from autocannon. */
+export function measuredLoad(ok: number, seconds: number, latency: { p50Ms: number; p99Ms: number; meanMs?: number; maxMs: number }, failed = 0): LoadResult {
+	return {
+		requests: ok + failed,
+		okPerSecond: seconds > 0 ? ok / seconds : 0,
+		p50: Math.round(latency.p50Ms * 10) / 10,
+		p99: Math.round(latency.p99Ms * 10) / 10,
+		mean: latency.meanMs ?? 0,
+		max: latency.maxMs,
+		durationSeconds: seconds,
+		non2xx: failed,
+		errors: 0,
+		timeouts: 0,
+		statusCodes: {},
+		captured: [],
+	}
+}
+
 /** An autocannon result as a LoadResult: 2xx per second of wall clock (autocannon's own seconds are whole ones). */
 export function loadResult(
 	result: import('autocannon').Result,
