@@ -145,6 +145,17 @@ describe('every event type arrives signed, with the documented payload', () => {
 		expect(Value.Check(webhookBody('login.locked'), event)).toBe(true)
 	})
 
+	test('login.locked once per lock, when twenty wrong passwords arrive at once', async () => {
+		const user = await signUp(t)
+		const answers = await Promise.all(Array.from({ length: 20 }, () => t.call('POST', '/api/auth/login', { json: { email: user.email, password: 'not the password' } })))
+		// The lockout reserves each check before hashing: 2 are judged (401), the rest are refused as locked.
+		expect(answers.filter((res) => res.status === 401)).toHaveLength(2)
+		expect(answers.filter((res) => res.status === 429)).toHaveLength(18)
+		await eventOf('login.locked', user.id)
+		await t.app.decorator.webhookJobs.idle()
+		expect(receiver.received.filter((d) => d.event.type === 'login.locked' && d.event.data.userId === user.id)).toHaveLength(1)
+	})
+
 	test('identity.linked and identity.unlinked, and the account a provider creates', async () => {
 		const sub = `sub-${Bun.randomUUIDv7()}`
 		const email = uniqueEmail('provider')
