@@ -121,6 +121,12 @@ export const EnvSchema = T.Object({
 	MAIL_RESEND_SECONDS: zeroOrMore(60, 'least interval between two mails of a kind to one address (`0`: no limit)'),
 	EMAIL_VERIFICATION_TTL_SECONDS: positive(86_400, 'lifetime of verification and email-change tokens and codes'),
 	RECOVERY_TTL_SECONDS: positive(3_600, 'lifetime of recovery tokens and codes'),
+	RECOVERY_URL: T.Optional(T.String({ pattern: '^https?://[^\\s#]+$', description: 'the page that mail notices of a way in added or removed link to (default {APP_URL}/recovery)' })),
+	RECOVERY_REVIEW_SECONDS: zeroOrMore(
+		604_800,
+		'passkeys and linked identities added within this before a recovery, from a session without a second factor, are removed by it (`0`: none)',
+	),
+	REAUTHENTICATION_SECONDS: positive(300, 'how recent a sign-in or check of the session must be to add or change a way in (a factor, an identity, the password or email)'),
 	JOB_POLL_SECONDS: positive(1, 'how often each instance looks for due background jobs (mail, webhooks) besides the NOTIFY that wakes it when one is queued'),
 	JOB_RETRY_SECONDS: positive(10, 'delay before the first retry of a failed job; each next one doubles, up to an hour, for at least 24 hours'),
 	DATA_ENCRYPTION_KEY: T.Optional(
@@ -377,6 +383,7 @@ function toConfig(env: Env, providers: OidcProviderSettings[] = []) {
 		mail: mailConfig(env, production),
 		dataKeys: { current: env.DATA_ENCRYPTION_KEY, previous: list(env.DATA_ENCRYPTION_PREVIOUS_KEYS) },
 		mfa: mfaConfig(env),
+		reauthenticationSeconds: env.REAUTHENTICATION_SECONDS,
 		oidc: {
 			providers,
 			publicUrl: env.PUBLIC_URL,
@@ -428,6 +435,8 @@ function mailConfig(env: Env, production: boolean) {
 		resendSeconds: env.MAIL_RESEND_SECONDS,
 		verificationTtlSeconds: env.EMAIL_VERIFICATION_TTL_SECONDS,
 		recoveryTtlSeconds: env.RECOVERY_TTL_SECONDS,
+		recoveryUrl: env.RECOVERY_URL ?? `${appUrl}/recovery`,
+		recoveryReviewSeconds: env.RECOVERY_REVIEW_SECONDS,
 		/** Without SMTP in development and tests, each mail goes to the log instead. */
 		toLog: env.SMTP_URL === undefined && !production,
 	}
