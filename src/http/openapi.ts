@@ -234,6 +234,10 @@ export const PROBLEM_DESCRIPTIONS: Record<ProblemKind, { when: string; detail: s
 		when: 'MFA_REQUIRED names this account and it has no factor yet: the session serves only GET /users/me, factor enrolment and logout',
 		detail: 'Enrol a second factor first: this session serves only enrolment',
 	},
+	'reauthentication-required': {
+		when: 'adding or changing a way in (a factor, a linked identity, the password or email without `currentPassword`) needs a sign-in or check of this session within REAUTHENTICATION_SECONDS (default 5 minutes): prove it again at POST /auth/reauthentication',
+		detail: 'Confirm it is you first: sign in again or use POST /auth/reauthentication, then retry within 5 minutes',
+	},
 	forbidden: { when: 'signed in, but not allowed to do this (an admin-only route, another user’s account, a role change)', detail: 'You are not allowed to do this' },
 	'not-found': { when: 'no such route, or no such resource', detail: 'The requested resource does not exist' },
 	'method-not-allowed': { when: 'the path exists but not with this method; `Allow` lists the methods', detail: 'PATCH is not allowed here; use GET, PUT, DELETE' },

@@ -22,6 +22,7 @@ export const PROBLEM_KINDS = {
 	'email-not-verified': { status: 403, title: 'Email not verified' },
 	'mfa-required': { status: 403, title: 'Second factor required' },
 	'mfa-enrollment-required': { status: 403, title: 'Second factor enrolment required' },
+	'reauthentication-required': { status: 403, title: 'Recent authentication required' },
 	'not-found': { status: 404, title: 'Not found' },
 	'method-not-allowed': { status: 405, title: 'Method not allowed' },
 	'not-acceptable': { status: 406, title: 'Not acceptable' },

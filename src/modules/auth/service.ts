@@ -1,4 +1,4 @@
-import { and, eq, isNull, sql } from 'drizzle-orm'
+import { and, eq, gt, isNull, sql } from 'drizzle-orm'
 import type { Database } from '../../db/client'
 import type { Config } from '../../config/env'
 import { refreshTokens, sessions, users, type SessionRow, type UserRow } from '../../db/schema'
@@ -36,6 +36,8 @@ export interface IssuedSession {
 	accessTokenId: string
 	/** How the session was established: the token's `amr` and `aal`. */
 	assurance: SessionAssurance
+	/** The session's last sign-in or check of its owner: the token's `auth_time`. */
+	authenticatedAt: Date
 }
 
 /** A login whose password was right on an account with an active factor: no tokens yet. */
@@ -101,7 +103,7 @@ export class AuthService {
 			}
 			await attempt.succeeded()
 			await this.deps.audit.record('login.succeeded', client, { actorId: user.id, subjectId: user.id, details: { sessionId: started.session.id } })
-			return { user, sessionId: started.session.id, refreshToken: started.refreshToken, accessTokenId: started.accessTokenId, assurance }
+			return { user, sessionId: started.session.id, refreshToken: started.refreshToken, accessTokenId: started.accessTokenId, assurance, authenticatedAt: started.session.authenticatedAt }
 		} finally {
 			// A check the database cut short (503) reached no verdict: it must not count toward the lockout.
 			await attempt.release()
@@ -142,7 +144,91 @@ export class AuthService {
 				if (!user || !(await spend(tx))) throw abandoned
 				if (requireVerifiedEmail && user.emailVerifiedAt === null) throw emailNotVerified()
 				const started = await startSession(tx, user.id, client, refreshTtlSeconds, sessionsPerUserMax, assurance)
-				return { user, sessionId: started.session.id, refreshToken: started.refreshToken, accessTokenId: started.accessTokenId, assurance }
+				return { user, sessionId: started.session.id, refreshToken: started.refreshToken, accessTokenId: started.accessTokenId, assurance, authenticatedAt: started.session.authenticatedAt }
+			})
+		} catch (error) {
+			if (error === abandoned) return undefined
+			throw error
+		}
+	}
+
+	/**
+	 * POST /auth/reauthentication with a password: the same check as a login (the lockout, equal work for
+	 * an account without a password), then the session is renewed as proved now.
+	 */
+	async reauthenticateWithPassword(caller: Caller, password: string, client: ClientInfo): Promise<IssuedSession> {
+		const { user } = caller
+		const attempt = await this.reserveAttempt(user.email, client, user.id)
+		try {
+			const valid = await this.deps.hasher.verifyForLogin(password, user.passwordHash ?? undefined)
+			const renewed = valid ? await this.renewSession(caller, { amr: ['pwd'], spend: async (tx) => (await holdCredentials(tx, user, undefined)) }) : undefined
+			if (!renewed) {
+				await this.recordFailure(attempt, client, { email: user.email, subjectId: user.id, actorId: user.id, reason: valid ? 'credentials-changed' : 'wrong-password' })
+				await this.deps.audit.record('reauthentication.failed', client, { actorId: user.id, subjectId: user.id, details: { method: 'password' } })
+				throw invalidCredentials()
+			}
+			await attempt.succeeded()
+			await this.deps.audit.record('reauthentication.succeeded', client, { actorId: user.id, subjectId: user.id, details: { sessionId: caller.sessionId, method: 'password' } })
+			return renewed
+		} finally {
+			await attempt.release()
+		}
+	}
+
+	/** POST /auth/reauthentication with a code mailed to the account (which has neither password nor factor). */
+	async reauthenticateWithMailedCode(caller: Caller, spend: (tx: Queryable) => Promise<boolean>, client: ClientInfo): Promise<IssuedSession> {
+		const who = { actorId: caller.user.id, subjectId: caller.user.id }
+		// A mailed code is no method of RFC 8176's: `amr` stays as it was; only `auth_time` moves.
+		const renewed = await this.renewSession(caller, { amr: [], spend })
+		if (!renewed) {
+			await this.deps.audit.record('reauthentication.failed', client, { ...who, details: { method: 'email', reason: 'spent-meanwhile' } })
+			throw new AppError('invalid-code', 'The token or code is wrong, used or replaced by a newer one; ask for a new mail')
+		}
+		await this.deps.audit.record('reauthentication.succeeded', client, { ...who, details: { sessionId: caller.sessionId, method: 'email' } })
+		return renewed
+	}
+
+	/**
+	 * The caller's session, proved by its owner now: `authenticatedAt` (the tokens' `auth_time`) is set, the
+	 * proof's methods join its `amr` (a second factor raises it to aal2), and a new token pair replaces the
+	 * live one (the old refresh token then counts as rotated). Only if `spend` (the code, challenge or
+	 * counter the proof used) is still unspent; undefined otherwise, or when the session ended meanwhile.
+	 */
+	async renewSession(
+		caller: Caller,
+		proof: { amr: string[]; secondFactor?: boolean; spend: (tx: Queryable) => Promise<boolean> },
+	): Promise<IssuedSession | undefined> {
+		const abandoned = Symbol('abandoned')
+		try {
+			return await this.deps.db.transaction(async (tx) => {
+				const [session] = await tx
+					.select()
+					.from(sessions)
+					.where(and(eq(sessions.id, caller.sessionId), isNull(sessions.revokedAt), gt(sessions.expiresAt, sql`now()`)))
+					.for('update')
+				const [user] = await tx.select().from(users).where(and(eq(users.id, caller.user.id), eq(users.status, 'active')))
+				if (!session || !user || !(await proof.spend(tx))) throw abandoned
+				const methods = proof.secondFactor ? [...proof.amr, 'mfa'] : proof.amr
+				const now = new Date()
+				const [renewed] = await tx
+					.update(sessions)
+					.set({
+						authenticatedAt: now,
+						lastUsedAt: now,
+						amr: [...new Set([...session.amr, ...methods])],
+						...(proof.secondFactor ? { aal: 'aal2' as const, enrollmentOnly: false } : {}),
+					})
+					.where(eq(sessions.id, session.id))
+					.returning()
+				if (!renewed) throw abandoned
+				const [live] = await tx
+					.update(refreshTokens)
+					.set({ rotatedAt: now })
+					.where(and(eq(refreshTokens.sessionId, session.id), isNull(refreshTokens.rotatedAt)))
+					.returning({ id: refreshTokens.id })
+				const { refreshToken, accessTokenId } = await issueTokenPair(tx, session.id, live?.id ?? null)
+				const assurance: SessionAssurance = { amr: renewed.amr, aal: renewed.aal, enrollmentOnly: caller.assurance.enrollmentOnly && !proof.secondFactor }
+				return { user, sessionId: session.id, refreshToken, accessTokenId, assurance, authenticatedAt: now }
 			})
 		} catch (error) {
 			if (error === abandoned) return undefined
@@ -254,7 +340,7 @@ export class AuthService {
 			})
 			.where(eq(sessions.id, sessionId))
 		const assurance: SessionAssurance = { amr: session.amr, aal: session.aal, enrollmentOnly: session.enrollmentOnly }
-		return { kind: 'issued' as const, issued: { user, sessionId, refreshToken, accessTokenId, assurance } }
+		return { kind: 'issued' as const, issued: { user, sessionId, refreshToken, accessTokenId, assurance, authenticatedAt: session.authenticatedAt } }
 	}
 
 	async logout(caller: Caller, scope: LogoutScope, client: ClientInfo): Promise<number> {

@@ -24,6 +24,9 @@ export const MAIL_REQUEST_QUEUE = 'mail-request'
 /** Mails already decided go out before more requests are decided: a flood of requests cannot hold them back. */
 const MAIL_PRIORITY = 1
 
+/** A reauthentication code by mail lives this long: it is typed into the page that asked for it, at once. */
+export const REAUTHENTICATION_CODE_SECONDS = 600
+
 /** Wrong tries a code survives; the fifth wrong one voids it. */
 export const CODE_ATTEMPTS = 5
 
@@ -218,6 +221,37 @@ export class EmailService {
 		})
 	}
 
+	/**
+	 * POST /auth/reauthentication/challenges `{ method: "email" }`: a 6-digit code to the account's address, for
+	 * accounts with neither a password nor a second factor to prove it with (one made through a provider).
+	 * Held to one mail per MAIL_RESEND_SECONDS like the others; answers the same either way.
+	 */
+	async sendReauthenticationCode(user: UserRow, hasSecondFactor: boolean, client: ClientInfo): Promise<void> {
+		if (user.passwordHash !== null || hasSecondFactor)
+			throw new Conflict('conflict', 'This account proves it is you with its password or second factor; a code by mail is for accounts that have neither')
+		this.assertMailAvailable()
+		const queued = await this.deps.db.transaction(async (tx) => {
+			const locked = await lockActiveUser(tx, eq(users.id, user.id))
+			return locked ? this.issueAndQueue(tx, locked, 'reauthentication', locked.email) : false
+		})
+		if (!queued) return
+		this.deps.wakeJobs()
+		await this.deps.audit.record('reauthentication.code-sent', client, { actorId: user.id, subjectId: user.id })
+	}
+
+	/**
+	 * A reauthentication code checked (a wrong one counts against it, committed as such); what spends it, in the
+	 * session's renewal, when it is right. Refused codes throw as every mailed code does.
+	 */
+	async checkReauthenticationCode(user: UserRow, code: string, client: ClientInfo): Promise<(tx: Tx) => Promise<boolean>> {
+		const checked = await this.deps.db.transaction((tx) => this.checkProof(tx, { email: user.email, code }, ['reauthentication']))
+		if (checked.kind !== 'valid' || checked.row.userId !== user.id) return this.refuse(checked.kind === 'valid' ? { kind: 'invalid' } : checked, client)
+		const { id } = checked.row
+		return async (tx) =>
+			(await tx.update(emailTokens).set({ usedAt: sql`now()` }).where(and(eq(emailTokens.id, id), isNull(emailTokens.usedAt), isNull(emailTokens.voidedAt))).returning({ id: emailTokens.id }))
+				.length === 1
+	}
+
 	/** Audits a refused proof and throws its problem. */
 	private async refuse(outcome: { kind: 'invalid' | 'expired'; purpose?: TokenPurpose; userId?: string; voided?: boolean }, client: ClientInfo): Promise<never> {
 		await this.deps.audit.record('code.rejected', client, {
@@ -284,7 +318,7 @@ export class EmailService {
 		const id = Bun.randomUUIDv7()
 		const token = newLinkToken()
 		const code = newCode()
-		const ttl = purpose === 'recovery' ? settings.recoveryTtlSeconds : settings.verificationTtlSeconds
+		const ttl = purpose === 'recovery' ? settings.recoveryTtlSeconds : purpose === 'reauthentication' ? REAUTHENTICATION_CODE_SECONDS : settings.verificationTtlSeconds
 		await tx.insert(emailTokens).values({
 			id,
 			userId: user.id,
@@ -295,8 +329,10 @@ export class EmailService {
 			expiresAt: new Date(Date.now() + ttl * 1000),
 		})
 		// The token rides in the fragment: browsers never send it to a server, so scanners that fetch the link spend nothing.
+		// A reauthentication is typed into the page that asked for it: its mail carries the code alone.
 		const page = purpose === 'recovery' ? settings.resetUrl : settings.verifyUrl
-		await this.queueMail(tx, purpose, address, { name: user.name, link: `${page}#token=${token}`, code, validFor: inWords(ttl) })
+		const link = purpose === 'reauthentication' ? undefined : `${page}#token=${token}`
+		await this.queueMail(tx, purpose, address, { name: user.name, link, code, validFor: inWords(ttl) })
 		return true
 	}
 

@@ -8,8 +8,7 @@ import { factors, identities, oidcFlows, signInCodes, users, type UserRow } from
 import { AppError, Conflict, NotFound } from '../../http/problem'
 import type { AuditLog, ClientInfo } from '../audit/service'
 import type { AuthService, IssuedSession, SecondFactorOwed } from '../auth/service'
-import type { Caller, Queryable } from '../auth/sessions'
-import { PASSWORD_ONLY } from '../auth/sessions'
+import { PASSWORD_ONLY, requireRecentAuthentication, type Caller, type Queryable } from '../auth/sessions'
 import { issueMfaToken, mustHaveFactor, secondFactorMethods, type FactorsService } from '../factors/service'
 import { insertUser, normalizeEmail, userChangeEvents } from '../users/service'
 import { recordWebhookEvents } from '../webhooks/outbox'
@@ -69,6 +68,8 @@ export interface ProviderSignInDeps {
 	sessions: Pick<AuthService, 'startSessionFor'>
 	/** Adding or removing a way in needs aal2 once a second factor is active. */
 	stepUp: Pick<FactorsService, 'requireStepUp'>
+	/** REAUTHENTICATION_SECONDS: how recent a check must be to link an identity. */
+	reauthenticationSeconds: number
 }
 
 type Outcome = { ok: true; user: UserRow; created: boolean; linked: boolean } | { ok: false; error: ProviderError; userId?: string }
@@ -126,18 +127,19 @@ export class ProviderSignIn {
 		const provider = this.provider(input.provider)
 		if (!isAllowedRedirect(input.redirectTo, this.deps.settings.redirectUrls))
 			throw new AppError('redirect-not-allowed', 'redirectTo is not one of the REDIRECT_URLS')
+		requireRecentAuthentication(caller, this.deps.reauthenticationSeconds)
 		await this.deps.stepUp.requireStepUp(caller)
 		const configuration = await this.deps.directory.configuration(provider).catch((error: unknown) => {
 			throw error instanceof ProviderUnavailable ? new AppError('provider-unavailable', 'The identity provider could not be reached; try again later', { headers: { 'retry-after': '30' } }) : error
 		})
-		return this.newFlow(provider, configuration, input, { browserHash: null, linkUserId: caller.user.id }, requestOrigin)
+		return this.newFlow(provider, configuration, input, { browserHash: null, linkUserId: caller.user.id, linkAal: caller.assurance.aal }, requestOrigin)
 	}
 
 	private async newFlow(
 		provider: OidcProviderSettings,
 		configuration: oidc.Configuration,
 		input: { redirectTo: string; codeChallenge: string },
-		binding: { browserHash: string | null; linkUserId: string | null },
+		binding: { browserHash: string | null; linkUserId: string | null; linkAal?: 'aal1' | 'aal2' },
 		requestOrigin: string,
 	): Promise<string> {
 		const state = randomToken()
@@ -259,6 +261,7 @@ export class ProviderSignIn {
 			codeChallenge: flow.codeChallenge,
 			linkSubject: link?.subject ?? null,
 			linkEmail: link?.email ?? null,
+			linkAal: link ? flow.linkAal : null,
 			expiresAt: new Date(Date.now() + CODE_SECONDS * 1000),
 		})
 		return code
@@ -318,7 +321,8 @@ export class ProviderSignIn {
 				if (existing) {
 					if (existing.status !== 'active') return { ok: false, error: 'account-deactivated', userId: existing.id }
 					if (!claims.emailVerified || existing.emailVerifiedAt === null) return { ok: false, error: 'account-exists', userId: existing.id }
-					await linkIdentity(tx, provider.id, claims.sub, email, existing.id)
+					// Linked by the provider's word alone, without a second factor: a recovery may review it.
+					await linkIdentity(tx, { provider: provider.id, subject: claims.sub, email, userId: existing.id, addedUnverified: false, addedAal: 'aal1' })
 					return { ok: true, user: existing, created: false, linked: true }
 				}
 				if (!this.deps.signupEnabled) return { ok: false, error: 'signup-disabled' }
@@ -330,7 +334,8 @@ export class ProviderSignIn {
 					...(claims.emailVerified ? { emailVerifiedAt: new Date() } : {}),
 				})
 				await recordWebhookEvents(tx, userChangeEvents(null, user))
-				await linkIdentity(tx, provider.id, claims.sub, email, user.id)
+				// The account's first way in; while the provider leaves the address unproved, proving it later removes this identity.
+				await linkIdentity(tx, { provider: provider.id, subject: claims.sub, email, userId: user.id, addedUnverified: user.emailVerifiedAt === null, addedAal: null })
 				return { ok: true, user, created: true, linked: false }
 			})
 		} catch (error) {
@@ -359,7 +364,8 @@ export class ProviderSignIn {
 		if (!user || user.status !== 'active' || user.credentialsVersion !== spent.credentialsVersion) throw invalidSignInCode()
 		if (spent.linkSubject !== null) {
 			const { linkSubject } = spent
-			await db.transaction((tx) => linkIdentity(tx, spent.provider, linkSubject, spent.linkEmail, user.id)).catch((error: unknown) => {
+			const provenance = { addedUnverified: user.emailVerifiedAt === null, addedAal: spent.linkAal ?? 'aal1' }
+			await db.transaction((tx) => linkIdentity(tx, { provider: spent.provider, subject: linkSubject, email: spent.linkEmail, userId: user.id, ...provenance })).catch((error: unknown) => {
 				if (sqlState(error).constraint !== 'identities_provider_subject_key') throw error
 				throw new Conflict('conflict', 'This identity is already linked to an account')
 			})
@@ -415,9 +421,9 @@ export class ProviderSignIn {
 }
 
 /** Links an identity to an account, with its `identity.linked` event (`tx` should be a transaction). */
-async function linkIdentity(tx: Queryable, provider: string, subject: string, email: string | null, userId: string) {
-	const [identity] = await tx.insert(identities).values({ id: Bun.randomUUIDv7(), provider, subject, email, userId }).returning()
-	if (identity) await recordWebhookEvents(tx, [{ type: 'identity.linked', data: { userId, identity: toIdentityResource(identity) } }])
+async function linkIdentity(tx: Queryable, values: Omit<typeof identities.$inferInsert, 'id'> & { userId: string }) {
+	const [identity] = await tx.insert(identities).values({ id: Bun.randomUUIDv7(), ...values }).returning()
+	if (identity) await recordWebhookEvents(tx, [{ type: 'identity.linked', data: { userId: values.userId, identity: toIdentityResource(identity) } }])
 }
 
 /** Equal strings of digests, compared in constant time. */

@@ -109,7 +109,7 @@ export const usersModule = ({ users, guard, db, audit }: UsersModuleDeps) =>
 					operationId: 'replaceUser',
 					summary: 'Replace the editable fields of an account',
 					description:
-						'`currentPassword` is required when users change their own email or password; a wrong one counts as a failed login of the account (its lockout then answers 429 `login-locked`). Only admins may change `role` or `status`. A new password revokes the other sessions. A request that sets or checks a password counts against the stricter `/auth` rate limit. If the account\'s credentials change while the request is handled (another password or email change), it is refused with 409 `conflict`: read the account again and retry.',
+						'Users changing their own email or password prove it is them: with `currentPassword`, or without it from a session signed in or checked (POST /auth/reauthentication) within REAUTHENTICATION_SECONDS (default 5 minutes), else 403 `reauthentication-required`. A wrong `currentPassword` counts as a failed login of the account (its lockout then answers 429 `login-locked`). Only admins may change `role` or `status`. A new password revokes the other sessions. A request that sets or checks a password counts against the stricter `/auth` rate limit. If the account\'s credentials change while the request is handled (another password or email change), it is refused with 409 `conflict`: read the account again and retry.',
 				},
 			},
 		)

@@ -56,7 +56,7 @@ export namespace UserModel {
 		email: Email,
 		name: Name,
 		password: t.Optional(Password),
-		currentPassword: t.Optional(t.String({ description: 'required when users change their own email or password' })),
+		currentPassword: t.Optional(t.String({ description: 'when users change their own email or password: required unless this session was signed in or checked within REAUTHENTICATION_SECONDS' })),
 		role: t.Optional(Role),
 		status: t.Optional(Status),
 	})

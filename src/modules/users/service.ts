@@ -8,7 +8,7 @@ import type { AuditLog, ClientInfo } from '../audit/service'
 import type { AuthService } from '../auth/service'
 import type { EmailService } from '../email/service'
 import type { FactorsService } from '../factors/service'
-import { revokeUserSessions, type Caller, type Queryable } from '../auth/sessions'
+import { requireRecentAuthentication, revokeUserSessions, type Caller, type Queryable } from '../auth/sessions'
 import { recordWebhookEvents, type WebhookEvent } from '../webhooks/outbox'
 import type { CreateUserInput, ListUsersQuery, ReplaceUserInput, UserResource } from './model'
 
@@ -59,6 +59,8 @@ export interface UsersServiceDeps {
 	email: Pick<EmailService, 'verification' | 'onSignUp' | 'onEmailChangeRequested' | 'assertMailAvailable' | 'wake'>
 	passwordMinLength: number
 	signupEnabled: boolean
+	/** REAUTHENTICATION_SECONDS: without `currentPassword`, a user's own password or email change needs a check this recent. */
+	reauthenticationSeconds: number
 }
 
 /** Inserts an account; the unique index, not a prior read, decides whether the email is taken. */
@@ -149,7 +151,12 @@ export class UsersService {
 		if (changeWaitsForProof) this.deps.email.assertMailAvailable()
 		if (input.password !== undefined) this.checkPassword(input.password)
 		if (self && changesCredentials) await this.deps.stepUp.requireStepUp(caller)
-		if (self && changesCredentials) await this.requireCurrentPassword(input.currentPassword, checked, caller, client)
+		// The proof that it is the owner: the current password, or a recent check of this session (an account made through a
+		// provider has no password to give).
+		if (self && changesCredentials) {
+			if (input.currentPassword !== undefined) await this.requireCurrentPassword(input.currentPassword, checked, caller, client)
+			else requireRecentAuthentication(caller, this.deps.reauthenticationSeconds)
+		}
 		const newHash = input.password === undefined ? undefined : await this.deps.hasher.hash(input.password)
 
 		// Every active admin is locked, before the account, only when admins can be affected (see lockActiveAdmins).
@@ -251,10 +258,8 @@ export class UsersService {
 	}
 
 	/** A wrong current password is a failed login of the account: counted toward its lockout, and audited. */
-	private async requireCurrentPassword(currentPassword: string | undefined, user: UserRow, caller: Caller, client: ClientInfo) {
+	private async requireCurrentPassword(currentPassword: string, user: UserRow, caller: Caller, client: ClientInfo) {
 		const pointer = '#/currentPassword'
-		if (currentPassword === undefined)
-			throw new ValidationFailed([{ pointer, code: 'required', detail: 'is required to change your email or password' }])
 		const { passwordChecks } = this.deps
 		const attempt = await passwordChecks.reserveAttempt(user.email, client, caller.user.id)
 		try {
