@@ -63,11 +63,13 @@ describe('the built-in templates', () => {
 		})
 
 	test('the exact subjects of the built-in kinds', () => {
-		expect(MAIL_KINDS.map((kind) => templates.render(kind, view()).subject)).toEqual([
+		expect(MAIL_KINDS.map((kind) => templates.render(kind, view({ change: 'A passkey was added' })).subject)).toEqual([
 			'Confirm your email address for Acme Vault',
 			'Reset your Acme Vault password',
 			'Confirm your new email address for Acme Vault',
 			'Your Acme Vault email address is being changed',
+			'Acme Vault: A passkey was added',
+			'Your Acme Vault account was recovered: the ways in that remain',
 		])
 	})
 
@@ -117,6 +119,10 @@ describe('MAIL_TEMPLATES_DIR', () => {
 		})
 		const verification = templates.render('verification', view())
 		expect(verification.html).toBe('<p>Custom verification for ada@example.test</p>')
+		const notice = new MailTemplates(templatesDir({ 'way-in-notice.html': '<p>{{change}} at {{when}} from {{clientIp}}: <a href="{{link}}">recover</a></p>' }))
+		expect(notice.render('way-in-notice', view({ change: 'A <passkey>', when: '2026-11-26 09:30:12 UTC', clientIp: '::1', link: 'https://app.example.test/recovery' })).html).toBe(
+			'<p>A &lt;passkey&gt; at 2026-11-26 09:30:12 UTC from ::1: <a href="https:&#x2F;&#x2F;app.example.test&#x2F;recovery">recover</a></p>',
+		)
 		expect(verification.subject).toBe('Confirm your email address for Acme Vault')
 		expect(verification.text).toContain('Or enter this code: 042917')
 		expect(templates.render('email-change', view())).toEqual(new MailTemplates().render('email-change', view()))
@@ -131,6 +137,8 @@ describe('MAIL_TEMPLATES_DIR', () => {
 		['recovery.text', 'Hello {{#name}}{{name}}\n'],
 		['verification.html', '<p>{{/link}}</p>'],
 		['email-change-notice.subject', '{{appName'],
+		['way-in-notice.text', '{{#change}}'],
+		['recovery-review.html', '{{#remaining}}<li>{{.}}</li>'],
 	] as const)
 		test(`a broken template (${file}) throws TemplateError at construction, naming the file`, () => {
 			const dir = templatesDir({ [file]: content })
