@@ -1,6 +1,7 @@
 import { existsSync, readFileSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import Mustache from 'mustache'
+import { mailLine } from './safe-text'
 
 /** The mails the service sends; each has a subject, a plain-text and an HTML template. */
 export const MAIL_KINDS = ['verification', 'recovery', 'email-change', 'email-change-notice', 'way-in-notice', 'recovery-review'] as const
@@ -201,7 +202,13 @@ export class MailTemplates {
 			}
 	}
 
-	render(kind: MailKind, view: MailView): RenderedMail {
+	/**
+	 * The account's name is what anyone may type at sign-up, and a mail goes wherever its address says: every
+	 * kind, built in or overridden, gets it as `mailLine` makes it (one line, no control characters, at most
+	 * 100 characters, never a link).
+	 */
+	render(kind: MailKind, given: MailView): RenderedMail {
+		const view = { ...given, name: mailLine(given.name) }
 		const plain = { escape: (value: unknown) => String(value) }
 		const { subject, text, html } = this.templates[kind]
 		return {
