@@ -26,6 +26,7 @@ import { health } from './modules/health'
 import { jwks } from './modules/health/jwks'
 import { BackgroundJobs, backgroundJobs, JobWorker } from './jobs/worker'
 import { createMailer, sendMailJob } from './mail/mailer'
+import { WayInNotices } from './mail/notices'
 import { MailTemplates } from './mail/templates'
 import { emailModule } from './modules/email'
 import { EmailService, MAIL_QUEUE, MAIL_REQUEST_QUEUE } from './modules/email/service'
@@ -113,6 +114,8 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 	const lockout = new LoginLockout(store, config.lockout)
 	const dataKeys = givenDataKeys ?? DataKeys.from(config.dataKeys, log)
 	const mailer = createMailer(config.mail, log)
+	const mailTemplates = templates ?? new MailTemplates(config.mail.templatesDir)
+	const notices = new WayInNotices({ templates: mailTemplates, appName: config.mail.appName, recoveryUrl: config.mail.recoveryUrl })
 	let wakeJobs = () => {}
 	const email = new EmailService({
 		db,
@@ -120,10 +123,11 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		hasher,
 		lockout,
 		mailer,
-		templates: templates ?? new MailTemplates(config.mail.templatesDir),
+		templates: mailTemplates,
 		settings: config.mail,
 		passwordProblem: (password) => passwordProblem(password, config.password.minLength),
 		wakeJobs: () => wakeJobs(),
+		notices,
 	})
 	const jobs = new JobWorker({
 		db,

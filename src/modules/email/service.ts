@@ -7,6 +7,8 @@ import { AppError, Conflict, ValidationFailed, type FieldError } from '../../htt
 import { enqueue, queuedSince } from '../../jobs/queue'
 import { PermanentJobError } from '../../jobs/worker'
 import type { Mailer, OutgoingMail } from '../../mail/mailer'
+import type { WayInNotices } from '../../mail/notices'
+import { enqueueMail, MAIL_QUEUE } from '../../mail/outbox'
 import type { MailKind, MailTemplates } from '../../mail/templates'
 import type { AuditLog, ClientInfo } from '../audit/service'
 import type { LoginLockout } from '../auth/lockout'
@@ -18,11 +20,9 @@ import { hashCode, hashLinkToken, inWords, mailThrottleKey, newCode, newLinkToke
 
 export type TokenPurpose = EmailTokenRow['purpose']
 
-/** The queues of the job worker this module feeds and serves. */
-export const MAIL_QUEUE = 'mail'
+/** The queues of the job worker this module feeds and serves (the outbox's lives in the mail floor). */
+export { MAIL_QUEUE }
 export const MAIL_REQUEST_QUEUE = 'mail-request'
-/** Mails already decided go out before more requests are decided: a flood of requests cannot hold them back. */
-const MAIL_PRIORITY = 1
 
 /** A reauthentication code by mail lives this long: it is typed into the page that asked for it, at once. */
 export const REAUTHENTICATION_CODE_SECONDS = 600
@@ -51,6 +51,8 @@ export interface EmailServiceDeps {
 	passwordProblem: (password: string) => FieldError | undefined
 	/** Runs this instance's job worker now, after a transaction queued a mail. */
 	wakeJobs: () => void
+	/** Notices of ways in added or removed, and the review after a recovery. */
+	notices: WayInNotices
 }
 
 /** A mail request as queued by a 202 route: the work (and its timing) happens in the job worker. */
@@ -340,7 +342,7 @@ export class EmailService {
 		const throttleKey = mailThrottleKey(kind, to)
 		if (kind === 'email-change-notice' && (await queuedSince(tx, throttleKey, this.deps.settings.resendSeconds))) return
 		const mail: OutgoingMail = { kind, to, ...this.deps.templates.render(kind, { appName: this.deps.settings.appName, email: to, ...view }) }
-		await enqueue(tx, { queue: MAIL_QUEUE, payload: { ...mail }, throttleKey, priority: MAIL_PRIORITY })
+		await enqueueMail(tx, mail, throttleKey)
 	}
 }
 
