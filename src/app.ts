@@ -188,6 +188,7 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		lockout: new LoginLockout(store, config.lockout, 'mfa-lockout'),
 		settings: config.mfa,
 		reauthenticationSeconds: config.reauthenticationSeconds,
+		notices,
 		log,
 		sessions: auth,
 	})
@@ -202,6 +203,7 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		sessions: auth,
 		stepUp: factors,
 		reauthenticationSeconds: config.reauthenticationSeconds,
+		notices,
 	})
 	const users = new UsersService({
 		db,
@@ -213,6 +215,7 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		passwordMinLength: config.password.minLength,
 		signupEnabled: config.signupEnabled,
 		reauthenticationSeconds: config.reauthenticationSeconds,
+		notices,
 	})
 	const guard = authGuard({ db, keys, jwt: config.jwt, mfaRequired: config.mfa.required })
 	// A scraper holding the metrics token is the operator's own; anyone else's /metrics request is budgeted.

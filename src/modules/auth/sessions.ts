@@ -47,7 +47,7 @@ export function requireRecentAuthentication(caller: Caller, seconds: number): vo
 }
 
 /** Why sessions ended, as `session.revoked` webhook events tell it. */
-export const SESSION_END_REASONS = ['logout', 'revoked', 'deactivated', 'password-changed', 'password-reset', 'token-reuse', 'session-limit'] as const
+export const SESSION_END_REASONS = ['logout', 'revoked', 'deactivated', 'password-changed', 'password-reset', 'token-reuse', 'session-limit', 'email-verified'] as const
 export type SessionEndReason = (typeof SESSION_END_REASONS)[number]
 
 /** A `session.*` webhook event: the session as the API shows it, with its user and how it was established. */

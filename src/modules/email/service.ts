@@ -14,6 +14,7 @@ import type { AuditLog, ClientInfo } from '../audit/service'
 import type { LoginLockout } from '../auth/lockout'
 import type { PasswordHasher } from '../auth/password'
 import { revokeUserSessions, type Queryable } from '../auth/sessions'
+import { removeRecentWaysNotAddedAtAal2, removeWaysAddedUnverified, waysInOf } from '../auth/ways-in'
 import { normalizeEmail, userChangeEvents } from '../users/service'
 import { recordWebhookEvents } from '../webhooks/outbox'
 import { hashCode, hashLinkToken, inWords, mailThrottleKey, newCode, newLinkToken, sameDigest } from './tokens'
@@ -169,9 +170,11 @@ export class EmailService {
 			if (!updated) return { kind: 'invalid' as const, purpose: row.purpose }
 			await markUsed(tx, row.id)
 			await recordWebhookEvents(tx, userChangeEvents(user ?? null, updated))
+			if (user?.emailVerifiedAt === null) await this.onAddressProved(tx, updated, client)
 			return { kind: 'applied' as const, user: updated, before: user, purpose: row.purpose }
 		})
 		if (outcome.kind !== 'applied') return this.refuse(outcome, client)
+		this.deps.wakeJobs()
 		const who = { actorId: outcome.user.id, subjectId: outcome.user.id }
 		if (outcome.purpose === 'email-change') await this.deps.audit.record('email.changed', client, { ...who, details: { confirmed: true } })
 		else await this.deps.audit.record('email.verified', client, who)
@@ -208,13 +211,21 @@ export class EmailService {
 				})
 				.where(eq(users.id, user.id))
 				.returning()
-			if (updated) await recordWebhookEvents(tx, userChangeEvents(user, updated, true))
+			if (!updated) return { kind: 'invalid' as const, purpose: 'recovery' as const }
+			await recordWebhookEvents(tx, userChangeEvents(user, updated, true))
 			await markUsed(tx, row.id)
 			await voidTokens(tx, user.id, ['recovery', 'email-change'])
 			const revoked = await revokeUserSessions(tx, user.id, 'password-reset')
+			// What an intruder may have added goes with the sessions; the owner hears what remains.
+			const removed = [
+				...(user.emailVerifiedAt === null ? await removeWaysAddedUnverified(tx, user.id) : []),
+				...(await removeRecentWaysNotAddedAtAal2(tx, user.id, this.deps.settings.recoveryReviewSeconds)),
+			]
+			await this.deps.notices.queueRecoveryReview(tx, updated, { removed, remaining: await waysInOf(tx, updated) }, client)
 			return { kind: 'reset' as const, user, revoked }
 		})
 		if (outcome.kind !== 'reset') return this.refuse(outcome, client)
+		this.deps.wakeJobs()
 		await lockout.clear(outcome.user.email)
 		await audit.record('password.reset', client, {
 			actorId: outcome.user.id,
@@ -252,6 +263,16 @@ export class EmailService {
 		return async (tx) =>
 			(await tx.update(emailTokens).set({ usedAt: sql`now()` }).where(and(eq(emailTokens.id, id), isNull(emailTokens.usedAt), isNull(emailTokens.voidedAt))).returning({ id: emailTokens.id }))
 				.length === 1
+	}
+
+	/**
+	 * The account's address was just proved by a verification: what was added while it was not goes, and every
+	 * session with it (whoever made them could not read this mailbox); the owner gets a notice of each removal.
+	 */
+	private async onAddressProved(tx: Tx, user: UserRow, client: ClientInfo) {
+		const removed = await removeWaysAddedUnverified(tx, user.id)
+		await revokeUserSessions(tx, user.id, 'email-verified')
+		await this.deps.notices.queue(tx, user, removed, client)
 	}
 
 	/** Audits a refused proof and throws its problem. */

@@ -14,6 +14,7 @@ import { sqlState, type Database } from '../../db/client'
 import { factors, mfaTokens, recoveryCodes, sessions, users, webauthnChallenges, type FactorRow, type UserRow } from '../../db/schema'
 import { AppError, Conflict, NotFound } from '../../http/problem'
 import type { Logger } from '../../log'
+import type { WayInNotices } from '../../mail/notices'
 import type { AuditLog, ClientInfo } from '../audit/service'
 import type { LoginLockout, PasswordAttempt } from '../auth/lockout'
 import type { AuthService, IssuedSession } from '../auth/service'
@@ -43,6 +44,8 @@ export interface FactorsServiceDeps {
 	settings: Config['mfa']
 	/** REAUTHENTICATION_SECONDS: how recent a check must be to add a factor. */
 	reauthenticationSeconds: number
+	/** A notice to the account's address of every factor added or removed. */
+	notices: Pick<WayInNotices, 'queue'>
 	log: Logger
 	/** Starts the session a completed sign-in earns, on the account as it was checked; renews one a check proved again. */
 	sessions: Pick<AuthService, 'startSessionFor' | 'renewSession'>
@@ -218,6 +221,7 @@ export class FactorsService {
 				.returning()
 			if (!activated) throw new Conflict('conflict', 'This factor is already active')
 			await recordWebhookEvents(tx, [{ type: 'factor.added', data: { userId: caller.user.id, factor: toFactorResource(activated) } }])
+			await this.deps.notices.queue(tx, caller.user, [{ way: factorWay(activated.type), change: 'added', label: activated.name }], client)
 			const [others] = await tx
 				.select({ active: count() })
 				.from(factors)
@@ -287,7 +291,11 @@ export class FactorsService {
 			const [gone] = await tx.delete(factors).where(and(eq(factors.id, factor.id), eq(factors.status, factor.status))).returning()
 			if (!gone) throw new Conflict('conflict', 'This factor changed meanwhile; read it again')
 			// A pending factor never was a way in: only an active one's removal is news to receivers.
-			if (gone.status === 'active') await recordWebhookEvents(tx, [{ type: 'factor.removed', data: { userId, factor: toFactorResource(gone) } }])
+			if (gone.status === 'active') {
+				await recordWebhookEvents(tx, [{ type: 'factor.removed', data: { userId, factor: toFactorResource(gone) } }])
+				const [owner] = await tx.select().from(users).where(eq(users.id, userId))
+				if (owner) await this.deps.notices.queue(tx, owner, [{ way: factorWay(gone.type), change: 'removed', label: gone.name }], client)
+			}
 			const [left] = await tx.select({ active: count() }).from(factors).where(and(eq(factors.userId, userId), eq(factors.status, 'active')))
 			if ((left?.active ?? 0) === 0) await tx.delete(recoveryCodes).where(eq(recoveryCodes.userId, userId))
 		})
@@ -299,7 +307,10 @@ export class FactorsService {
 		if ((await secondFactorMethods(this.deps.db, caller.user.id)).length === 0)
 			throw new Conflict('conflict', 'Recovery codes come with a second factor; activate one first')
 		await this.requireStepUp(caller)
-		const codes = await this.deps.db.transaction((tx) => replaceRecoveryCodes(tx, caller.user.id))
+		const codes = await this.deps.db.transaction(async (tx) => {
+			await this.deps.notices.queue(tx, caller.user, [{ way: 'recovery-codes', change: 'changed' }], client)
+			return replaceRecoveryCodes(tx, caller.user.id)
+		})
 		await this.deps.audit.record('recovery-codes.generated', client, { actorId: caller.user.id, subjectId: caller.user.id })
 		return codes
 	}
@@ -637,6 +648,8 @@ export class FactorsService {
 		return tokens.length + challenges.length
 	}
 }
+
+const factorWay = (type: FactorType) => (type === 'totp' ? ('totp' as const) : ('passkey' as const))
 
 const challengeExpiry = () => new Date(Date.now() + CHALLENGE_SECONDS * 1000)
 

@@ -4,6 +4,7 @@ import * as oidc from 'openid-client'
 import type { Config, OidcProviderSettings } from '../../config/env'
 import { isDatabaseUnavailable, loggableError, sqlState, type Database } from '../../db/client'
 import type { Logger } from '../../log'
+import type { WayInNotices } from '../../mail/notices'
 import { factors, identities, oidcFlows, signInCodes, users, type UserRow } from '../../db/schema'
 import { AppError, Conflict, NotFound } from '../../http/problem'
 import type { AuditLog, ClientInfo } from '../audit/service'
@@ -70,6 +71,8 @@ export interface ProviderSignInDeps {
 	stepUp: Pick<FactorsService, 'requireStepUp'>
 	/** REAUTHENTICATION_SECONDS: how recent a check must be to link an identity. */
 	reauthenticationSeconds: number
+	/** A notice to the account's address of every identity linked or unlinked. */
+	notices: Pick<WayInNotices, 'queue'>
 }
 
 type Outcome = { ok: true; user: UserRow; created: boolean; linked: boolean } | { ok: false; error: ProviderError; userId?: string }
@@ -222,7 +225,7 @@ export class ProviderSignIn {
 			return this.failure(flow.redirectTo, reason)
 		}
 		if (flow.linkUserId) return this.linkCode(provider, flow, claims, client)
-		const outcome = await this.resolveAccount(provider, claims)
+		const outcome = await this.resolveAccount(provider, claims, client)
 		if (!outcome.ok) {
 			await this.deps.audit.record('login.failed', client, { subjectId: outcome.userId, details: { provider: provider.id, reason: outcome.error } })
 			return this.failure(flow.redirectTo, outcome.error)
@@ -306,7 +309,7 @@ export class ProviderSignIn {
 	 * or a new account without a password while sign-up is open. In one transaction; a concurrent first
 	 * sign-in of the same identity meets the unique (provider, subject) and is read again.
 	 */
-	private async resolveAccount(provider: OidcProviderSettings, claims: { sub: string; email?: string; emailVerified: boolean; name?: string }, retried = false): Promise<Outcome> {
+	private async resolveAccount(provider: OidcProviderSettings, claims: { sub: string; email?: string; emailVerified: boolean; name?: string }, client: ClientInfo, retried = false): Promise<Outcome> {
 		try {
 			return await this.deps.db.transaction(async (tx): Promise<Outcome> => {
 				const [linked] = await tx
@@ -323,6 +326,7 @@ export class ProviderSignIn {
 					if (!claims.emailVerified || existing.emailVerifiedAt === null) return { ok: false, error: 'account-exists', userId: existing.id }
 					// Linked by the provider's word alone, without a second factor: a recovery may review it.
 					await linkIdentity(tx, { provider: provider.id, subject: claims.sub, email, userId: existing.id, addedUnverified: false, addedAal: 'aal1' })
+					await this.deps.notices.queue(tx, existing, [{ way: 'identity', change: 'added', label: provider.id }], client)
 					return { ok: true, user: existing, created: false, linked: true }
 				}
 				if (!this.deps.signupEnabled) return { ok: false, error: 'signup-disabled' }
@@ -342,7 +346,7 @@ export class ProviderSignIn {
 			// A concurrent first sign-in of the same identity made the account or identity first: read it again.
 			const { constraint } = sqlState(error)
 			const raced = constraint === 'identities_provider_subject_key' || (error instanceof AppError && error.kind === 'email-taken')
-			if (!retried && raced) return this.resolveAccount(provider, claims, true)
+			if (!retried && raced) return this.resolveAccount(provider, claims, client, true)
 			throw error
 		}
 	}
@@ -365,7 +369,10 @@ export class ProviderSignIn {
 		if (spent.linkSubject !== null) {
 			const { linkSubject } = spent
 			const provenance = { addedUnverified: user.emailVerifiedAt === null, addedAal: spent.linkAal ?? 'aal1' }
-			await db.transaction((tx) => linkIdentity(tx, { provider: spent.provider, subject: linkSubject, email: spent.linkEmail, userId: user.id, ...provenance })).catch((error: unknown) => {
+			await db.transaction(async (tx) => {
+				await linkIdentity(tx, { provider: spent.provider, subject: linkSubject, email: spent.linkEmail, userId: user.id, ...provenance })
+				await this.deps.notices.queue(tx, user, [{ way: 'identity', change: 'added', label: spent.provider }], client)
+			}).catch((error: unknown) => {
 				if (sqlState(error).constraint !== 'identities_provider_subject_key') throw error
 				throw new Conflict('conflict', 'This identity is already linked to an account')
 			})
@@ -409,6 +416,7 @@ export class ProviderSignIn {
 				throw new Conflict('conflict', 'This is the account’s last way to sign in: set a password (recovery by email) or add a passkey first')
 			await tx.delete(identities).where(eq(identities.id, identity.id))
 			await recordWebhookEvents(tx, [{ type: 'identity.unlinked', data: { userId, identity: toIdentityResource(identity) } }])
+			await this.deps.notices.queue(tx, user, [{ way: 'identity', change: 'removed', label: identity.provider }], client)
 			return identity
 		})
 		await this.deps.audit.record('identity.unlinked', client, { actorId: caller.user.id, subjectId: userId, details: { provider: removed.provider } })

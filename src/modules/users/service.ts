@@ -10,6 +10,7 @@ import type { EmailService } from '../email/service'
 import type { FactorsService } from '../factors/service'
 import { requireRecentAuthentication, revokeUserSessions, type Caller, type Queryable } from '../auth/sessions'
 import { recordWebhookEvents, type WebhookEvent } from '../webhooks/outbox'
+import type { WayInChange, WayInNotices } from '../../mail/notices'
 import type { CreateUserInput, ListUsersQuery, ReplaceUserInput, UserResource } from './model'
 
 export const normalizeEmail = (email: string) => email.trim().toLowerCase()
@@ -61,6 +62,8 @@ export interface UsersServiceDeps {
 	signupEnabled: boolean
 	/** REAUTHENTICATION_SECONDS: without `currentPassword`, a user's own password or email change needs a check this recent. */
 	reauthenticationSeconds: number
+	/** A notice to the account's address of a password set or changed, or an address changed. */
+	notices: Pick<WayInNotices, 'queue'>
 }
 
 /** Inserts an account; the unique index, not a prior read, decides whether the email is taken. */
@@ -199,6 +202,12 @@ export class UsersService {
 				})
 			if (!row) throw new NotFound('No user with this id')
 			await recordWebhookEvents(tx, userChangeEvents(current, row, newHash !== undefined))
+			// To the address the account had: its owner hears of a change even when the change moved it.
+			const changes: WayInChange[] = [
+				...(newHash !== undefined ? [{ way: 'password' as const, change: current.passwordHash === null ? ('added' as const) : ('changed' as const) }] : []),
+				...(emailChanges ? [{ way: 'email' as const, change: 'changed' as const, label: row.email }] : []),
+			]
+			await this.deps.notices.queue(tx, current, changes, client)
 			if (deactivating) await revokeUserSessions(tx, id, 'deactivated')
 			// A new password ends every other session: whoever knew the old one is logged out.
 			else if (newHash !== undefined) await revokeUserSessions(tx, id, 'password-changed', self ? caller.sessionId : undefined)
