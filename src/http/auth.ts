@@ -5,6 +5,7 @@ import type { Database } from '../db/client'
 import type { TokenKeys } from '../modules/auth/keys'
 import { callerFinder, type Caller } from '../modules/auth/sessions'
 import { accessTokens, CLOCK_TOLERANCE_SECONDS, issuedInTheFuture, verifyOptions } from '../modules/auth/tokens'
+import { UUID } from './ids'
 import { AppError, Forbidden } from './problem'
 
 /** Who may call a route: any signed-in account, admins only, or the account named by `:id` (and admins). */
@@ -15,7 +16,6 @@ export type AuthLevel = 'user' | 'admin' | 'self'
  */
 export type AuthRule = AuthLevel | { level: AuthLevel; duringEnrollment: true }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 const REALM = 'Bearer realm="latchkey"'
 /** Verified access tokens kept per process (a few hundred bytes each). */
 const VERIFIED_TOKENS_KEPT = 10_000

@@ -117,6 +117,8 @@ function describeValueError(error: {
 	// A pattern that states one rule of several (Email's local part) says which in `x-pattern-error`.
 	if (error.type === 53 && typeof error.schema['x-pattern-error'] === 'string')
 		return { code: described.code, detail: error.schema['x-pattern-error'] }
+	// An id's pattern only narrows the uuid format (to its hyphenated form): failing it is failing the format.
+	if (error.type === 53 && error.schema.format === 'uuid') return describeByType(50, error.schema)
 	// A schema's own message describes a wrong value, not a missing one.
 	const custom = typeof error.schema.error === 'string' && error.type !== 45
 	return custom ? { code: described.code, detail: error.schema.error as string } : described

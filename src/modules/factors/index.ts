@@ -1,6 +1,7 @@
 import { Elysia, t } from 'elysia'
 import type { authGuard } from '../../http/auth'
 import { targetUserId } from '../../http/auth'
+import { AccountId, Id } from '../../http/ids'
 import { Envelope, problemResponses, withResponseHeaders } from '../../http/openapi'
 import { envelope } from '../../http/problem'
 import { requestContext } from '../../http/request-context'
@@ -22,8 +23,8 @@ export interface FactorsModuleDeps {
 	jwt: Config['jwt']
 }
 
-const FactorParams = t.Object({ id: UserModel.idParams.properties.id, factorId: t.String({ format: 'uuid' }) })
-const OwnFactorParams = t.Object({ factorId: t.String({ format: 'uuid' }) })
+const FactorParams = t.Object({ id: AccountId, factorId: Id() })
+const OwnFactorParams = t.Object({ factorId: Id() })
 /** WebAuthn options as plain JSON: the client's types then name nothing of the server's WebAuthn library. */
 const asJson = (options: object): Record<string, unknown> => ({ ...options })
 

@@ -319,7 +319,7 @@ export class FactorsService {
 		const [factor] = await this.deps.db
 			.select()
 			.from(factors)
-			.where(and(eq(factors.id, factorId.toLowerCase()), eq(factors.userId, userId)))
+			.where(and(eq(factors.id, factorId), eq(factors.userId, userId)))
 		if (!factor) throw new NotFound('No such factor on this account')
 		return factor
 	}

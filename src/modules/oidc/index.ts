@@ -123,7 +123,7 @@ export const identitiesModule = ({ signIn, users, guard }: { signIn: ProviderSig
 		.get(
 			'/:id/identities',
 			async ({ params, caller }) => {
-				const userId = targetUserId(params.id.toLowerCase(), caller)
+				const userId = targetUserId(params.id, caller)
 				if (userId !== caller.user.id) await users.get(userId)
 				return envelope({ items: (await signIn.identitiesOf(userId)).map(toIdentityResource) }, 'Identities')
 			},
@@ -137,7 +137,7 @@ export const identitiesModule = ({ signIn, users, guard }: { signIn: ProviderSig
 		.delete(
 			'/:id/identities/:identityId',
 			async ({ params, caller, client }) =>
-				envelope(toIdentityResource(await signIn.unlink(caller, targetUserId(params.id.toLowerCase(), caller), params.identityId, client)), 'Identity unlinked'),
+				envelope(toIdentityResource(await signIn.unlink(caller, targetUserId(params.id, caller), params.identityId, client)), 'Identity unlinked'),
 			{
 				auth: 'self',
 				params: OidcModel.identityParams,

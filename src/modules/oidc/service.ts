@@ -408,7 +408,7 @@ export class ProviderSignIn {
 		const removed = await this.deps.db.transaction(async (tx) => {
 			const [user] = await tx.select().from(users).where(eq(users.id, userId)).for('update')
 			if (!user) throw new NotFound('No such user')
-			const [identity] = await tx.select().from(identities).where(and(eq(identities.id, identityId.toLowerCase()), eq(identities.userId, userId)))
+			const [identity] = await tx.select().from(identities).where(and(eq(identities.id, identityId), eq(identities.userId, userId)))
 			if (!identity) throw new NotFound('No such identity on this account')
 			const [others] = await tx.select({ count: count() }).from(identities).where(and(eq(identities.userId, userId), ne(identities.id, identity.id)))
 			const [passkeys] = await tx.select({ count: count() }).from(factors).where(and(eq(factors.userId, userId), eq(factors.type, 'webauthn'), eq(factors.status, 'active')))

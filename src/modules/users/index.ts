@@ -25,11 +25,7 @@ export const usersModule = ({ users, guard, db, audit }: UsersModuleDeps) =>
 	new Elysia({ name: 'users', prefix: '/users', detail: { tags: ['Users'] } })
 		.use(guard)
 		.use(requestContext)
-		.onTransform(({ body, params, request }) => {
-			// Ids are compared as text (the caller's own, the last admin): one letter case, lower, as they are issued.
-			const ids = (params ?? {}) as { id?: string; sessionId?: string }
-			if (typeof ids.id === 'string') ids.id = ids.id.toLowerCase()
-			if (typeof ids.sessionId === 'string') ids.sessionId = ids.sessionId.toLowerCase()
+		.onTransform(({ body, request }) => {
 			const candidate = body as { email?: unknown; password?: unknown; currentPassword?: unknown } | undefined
 			if (!candidate || typeof candidate !== 'object') return
 			// Emails are compared trimmed and lower-cased everywhere.

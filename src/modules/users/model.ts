@@ -1,4 +1,5 @@
 import { t } from 'elysia'
+import { AccountId, Id } from '../../http/ids'
 import { queryDateTime, queryInteger } from '../../http/problem'
 
 const Role = t.Union([t.Literal('user'), t.Literal('admin')])
@@ -61,9 +62,7 @@ export namespace UserModel {
 		status: t.Optional(Status),
 	})
 
-	export const idParams = t.Object({
-		id: t.Union([t.Literal('me'), t.String({ format: 'uuid' })], { error: 'must be a user id (UUID) or "me"' }),
-	})
+	export const idParams = t.Object({ id: AccountId })
 
 	export const listQuery = t.Object(
 		{
@@ -98,8 +97,8 @@ export namespace UserModel {
 	})
 
 	export const sessionParams = t.Object({
-		id: idParams.properties.id,
-		sessionId: t.String({ format: 'uuid' }),
+		id: AccountId,
+		sessionId: Id(),
 	})
 }
 

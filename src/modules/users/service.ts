@@ -3,6 +3,7 @@ import type { Database } from '../../db/client'
 import { sqlState } from '../../db/client'
 import { users, type UserRow } from '../../db/schema'
 import { AppError, Conflict, Forbidden, NotFound, ValidationFailed, type FieldError } from '../../http/problem'
+import { UUID } from '../../http/ids'
 import { passwordProblem, type PasswordHasher } from '../auth/password'
 import type { AuditLog, ClientInfo } from '../audit/service'
 import type { AuthService } from '../auth/service'
@@ -372,8 +373,6 @@ function encodeCursor(sort: Sort, row: UserRow): string {
 	return Buffer.from(JSON.stringify({ s: sort, k: key, i: row.id })).toString('base64url')
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
-
 function decodeCursor(value: string, sort: Sort): Cursor {
 	const invalid = new AppError('bad-request', 'The cursor is not valid for this query', {
 		errors: [{ pointer: '#/cursor', code: 'invalid', detail: 'use nextCursor from a previous page with the same sort' }],
@@ -389,7 +388,7 @@ function decodeCursor(value: string, sort: Sort): Cursor {
 	// A date as encodeCursor writes it, and a real one: 2026-02-31 would not come back the same.
 	if (!sort.endsWith('email') && !(/^(?!0000)\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/.test(k) && isSameInstant(k))) throw invalid
 	if (k.includes('\u0000')) throw invalid
-	return { sort, key: k, id: i }
+	return { sort, key: k, id: i.toLowerCase() }
 }
 
 function isSameInstant(iso: string): boolean {

@@ -1,5 +1,6 @@
 import type { TLiteral } from '@sinclair/typebox'
 import { t, type TSchema } from 'elysia'
+import { Id } from '../../http/ids'
 import { queryInteger } from '../../http/problem'
 import { SESSION_END_REASONS } from '../auth/sessions'
 import { FactorModel } from '../factors/model'
@@ -49,8 +50,8 @@ export namespace WebhookModel {
 
 	export const list = t.Object({ items: t.Array(endpoint) })
 
-	export const idParams = t.Object({ id: t.String({ format: 'uuid' }) })
-	export const deliveryParams = t.Object({ id: t.String({ format: 'uuid' }), deliveryId: t.String({ format: 'uuid' }) })
+	export const idParams = t.Object({ id: Id() })
+	export const deliveryParams = t.Object({ id: Id(), deliveryId: Id() })
 
 	export const secret = t.Object({ secret: Secret })
 
