@@ -96,7 +96,7 @@ export const authGuard = ({ db, keys, jwt, mfaRequired = 'off' }: AuthGuardDeps)
 					const level = typeof rule === 'string' ? rule : rule.level
 					const caller = await authenticate(headers.authorization, accessTokenVerifier)
 					if (!caller) throw missingToken()
-					const target = (params as { id?: string }).id
+					const target = (params as { id?: string } | undefined)?.id
 					if (caller.assurance.enrollmentOnly) {
 						// Enrolment serves the account itself: an admin's enrolment-only token reads no one else's data.
 						if (typeof rule === 'string' || (level === 'self' && target !== 'me' && target !== caller.user.id)) throw enrollmentRequired()
