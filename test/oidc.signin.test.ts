@@ -319,3 +319,49 @@ describe('sign-up closed', () => {
 		}
 	})
 })
+
+describe('claims that sign-up would refuse', () => {
+	const INVALID_EMAIL = { error: 'invalid-email', error_description: 'The provider gave an address that is not a valid email; use another way to sign in' }
+
+	for (const [label, email] of [
+		['no @ at all', 'no-at-sign'],
+		['a host without a dot', 'x@localhost'],
+		['letters outside ASCII', 'ädä@exämple.test'],
+		['65 characters before the @', `${'a'.repeat(65)}@example.test`],
+		['more than 254 characters', `a@${'b'.repeat(250)}.test`],
+		['spaces around it', ' padded@example.test '],
+	] as const)
+		test(`an address with ${label} ends the flow with invalid-email, and makes no account and no identity`, async () => {
+			const sub = `sub-invalid-${Bun.randomUUIDv7()}`
+			const { landed } = await signInAtProvider({ sub, email, email_verified: true, name: 'Not Stored' })
+			expect(landed.origin + landed.pathname).toBe(CALLBACK_PAGE)
+			expect(Object.fromEntries(landed.searchParams)).toEqual(INVALID_EMAIL)
+			expect(await database.handle.db.select().from(identities).where(eq(identities.subject, sub))).toEqual([])
+			expect(await database.handle.db.select().from(users).where(eq(users.email, email.trim().toLowerCase()))).toEqual([])
+		})
+
+	test('an identity already linked is refused too when its provider now sends an address that is not valid', async () => {
+		const email = uniqueEmail('oidc-went-bad')
+		const first = await signInAtProvider({ sub: `sub-${email}`, email, email_verified: true })
+		expect((await exchange(first.landed.searchParams.get('code'), first.verifier)).status).toBe(200)
+		const again = await signInAtProvider({ sub: `sub-${email}`, email: 'no-at-sign', email_verified: true })
+		expect(Object.fromEntries(again.landed.searchParams)).toEqual(INVALID_EMAIL)
+	})
+
+	test('a name with control characters or beyond 200 characters is kept on one line, cleaned and cut, and the exchange answers 200', async () => {
+		const email = uniqueEmail('oidc-name')
+		const name = `Ada\u0000\nLovelace\u0007\t${'é'.repeat(300)}`
+		const { landed, verifier } = await signInAtProvider({ sub: `sub-${email}`, email, email_verified: true, name })
+		const res = await exchange(landed.searchParams.get('code'), verifier)
+		expect(res.status).toBe(200)
+		expect(res.body.data.user.name).toBe(`Ada Lovelace ${'é'.repeat(200 - 'Ada Lovelace '.length)}`)
+	})
+
+	test('an upper-case address is taken, stored lower-cased as sign-up stores it', async () => {
+		const email = uniqueEmail('oidc-case')
+		const { landed, verifier } = await signInAtProvider({ sub: `sub-${email}`, email: email.toUpperCase(), email_verified: true })
+		const res = await exchange(landed.searchParams.get('code'), verifier)
+		expect(res.status).toBe(200)
+		expect(res.body.data.user.email).toBe(email)
+	})
+})

@@ -1,3 +1,4 @@
+import { Value } from '@sinclair/typebox/value'
 import { t } from 'elysia'
 import { queryDateTime, queryInteger } from '../../http/problem'
 
@@ -13,7 +14,13 @@ export const Email = t.String({
 	'x-pattern-error': 'must have at most 64 characters before the @',
 	examples: ['ada@example.com'],
 })
-const Name = t.String({ maxLength: 200, examples: ['Ada Lovelace'] })
+/**
+ * Whether a value from outside (a provider's claim, an imported line) is an address sign-up would take:
+ * the same schema, so the two can never disagree.
+ */
+export const isEmailAddress = (value: string) => Value.Check(Email, value)
+export const NAME_MAX_LENGTH = 200
+const Name = t.String({ maxLength: NAME_MAX_LENGTH, examples: ['Ada Lovelace'] })
 // The policy (8–256 code points, not a common password) is checked by the service, which counts
 // code points rather than UTF-16 units; the body limit bounds the input.
 export const Password = t.String({
