@@ -3,7 +3,7 @@ import { eq } from 'drizzle-orm'
 import { identities, signInCodes, users } from '../src/db/schema'
 import { problem, startTestApp, type TestApp } from './support/app'
 import { createTestDatabase, type TestDatabase } from './support/database'
-import { enrollTotp } from './support/factors'
+import { awayFromStepBoundary, enrollTotp, totpCode } from './support/factors'
 import { jwtPayload, PASSWORD, signUp, uniqueEmail } from './support/fixtures'
 import { loggedMail, proofOf } from './support/mail'
 import { FlowBrowser, pkcePair, TestOpenIdProvider, type IdTokenRewrite } from './support/oidc-provider'
@@ -58,7 +58,8 @@ describe('signing in with an OpenID provider', () => {
 		const res = await exchange(landed.searchParams.get('code'), verifier)
 		expect(res.status).toBe(200)
 		expect(res.body.data.user).toMatchObject({ email, name: 'Ada From Provider', emailVerified: true })
-		expect(jwtPayload(res.body.data.accessToken)).toMatchObject({ amr: ['ext'], aal: 'aal1' })
+		// RFC 8176 has no value for a sign-in elsewhere: the provider's part is not named, and nothing is made up.
+		expect(jwtPayload(res.body.data.accessToken)).toMatchObject({ amr: [], aal: 'aal1' })
 		const [row] = await database.handle.db.select().from(users).where(eq(users.email, email))
 		expect(row?.passwordHash).toBeNull()
 		// No password: no password signs in.
@@ -108,6 +109,29 @@ describe('signing in with an OpenID provider', () => {
 		const again = await signInAtProvider({ sub: `sub-${email}`, email, email_verified: true })
 		const res = await exchange(again.landed.searchParams.get('code'), again.verifier)
 		expect(res.body.data).toMatchObject({ mfaRequired: true, methods: ['totp', 'recovery-code'] })
+	})
+
+	test('a provider sign-in finished with a TOTP code or a recovery code says otp and mfa, never pwd, at aal2', async () => {
+		const email = uniqueEmail('oidc-amr')
+		const first = await signInAtProvider({ sub: `sub-${email}`, email, email_verified: true })
+		const signedIn = await exchange(first.landed.searchParams.get('code'), first.verifier)
+		const account = { id: signedIn.body.data.user.id, email, password: '', accessToken: signedIn.body.data.accessToken, refreshToken: '', sessionId: '' }
+		const { secret, recoveryCodes } = await enrollTotp(t, account)
+		const finish = async (body: Record<string, string>) => {
+			const again = await signInAtProvider({ sub: `sub-${email}`, email, email_verified: true })
+			const owed = await exchange(again.landed.searchParams.get('code'), again.verifier)
+			const res = await t.call('POST', '/api/auth/mfa', { json: { mfaToken: owed.body.data.mfaToken, ...body } })
+			expect(res.status).toBe(200)
+			return res
+		}
+		await awayFromStepBoundary()
+		const withTotp = await finish({ method: 'totp', code: totpCode(secret, 1) })
+		expect(jwtPayload(withTotp.body.data.accessToken)).toMatchObject({ amr: ['otp', 'mfa'], aal: 'aal2' })
+		// The session keeps it: a refreshed token says the same.
+		const refreshed = await t.call('POST', '/api/auth/refresh', { json: { refreshToken: withTotp.body.data.refreshToken } })
+		expect(jwtPayload(refreshed.body.data.accessToken)).toMatchObject({ amr: ['otp', 'mfa'], aal: 'aal2' })
+		const withRecoveryCode = await finish({ method: 'recovery-code', code: recoveryCodes[0] ?? '' })
+		expect(jwtPayload(withRecoveryCode.body.data.accessToken)).toMatchObject({ amr: ['otp', 'mfa'], aal: 'aal2' })
 	})
 
 	test('an account made by a provider gets a password by recovery, and then signs in with it too', async () => {

@@ -90,7 +90,7 @@ export class AuthService {
 				// The password was right: its failures are forgiven; the second factor has a lockout of its own.
 				await attempt.succeeded()
 				await this.deps.audit.record('login.mfa-required', client, { subjectId: user.id, details: { methods: methods.join(' ') } })
-				return { mfaRequired: true, mfaToken: await issueMfaToken(this.deps.db, user), methods }
+				return { mfaRequired: true, mfaToken: await issueMfaToken(this.deps.db, user, PASSWORD_ONLY.amr), methods }
 			}
 			const assurance = user && mustHaveFactor(this.deps.mfaRequired, user.role) ? { ...PASSWORD_ONLY, enrollmentOnly: true } : PASSWORD_ONLY
 			const started = user && valid && user.status === 'active' ? await this.startCheckedSession(user, password, client, assurance) : undefined

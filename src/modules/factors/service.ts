@@ -81,14 +81,19 @@ export async function secondFactorMethods(db: Queryable, userId: string): Promis
 	return (codes?.left ?? 0) > 0 ? [...methods, 'recovery-code'] : methods
 }
 
-/** A login half done: the token the client completes it with, bound to the account as the password check saw it. */
-export async function issueMfaToken(db: Queryable, user: Pick<UserRow, 'id' | 'credentialsVersion'>): Promise<string> {
+/**
+ * A login half done: the token the client completes it with, bound to the account as the first step saw it,
+ * and with that step's RFC 8176 methods (`['pwd']` after a password; none after a provider), which the
+ * finished session's `amr` starts from.
+ */
+export async function issueMfaToken(db: Queryable, user: Pick<UserRow, 'id' | 'credentialsVersion'>, firstStepAmr: string[]): Promise<string> {
 	const token = newMfaToken()
 	await db.insert(mfaTokens).values({
 		id: Bun.randomUUIDv7(),
 		userId: user.id,
 		tokenHash: hashMfaToken(token),
 		credentialsVersion: user.credentialsVersion,
+		amr: firstStepAmr,
 		expiresAt: new Date(Date.now() + MFA_TOKEN_SECONDS * 1000),
 	})
 	return token
@@ -98,7 +103,12 @@ export async function issueMfaToken(db: Queryable, user: Pick<UserRow, 'id' | 'c
 export const mustHaveFactor = (required: Config['mfa']['required'], role: UserRow['role']) =>
 	required === 'all' || (required === 'admins' && role === 'admin')
 
-const withMethod = (amr: string[], ...methods: string[]) => [...new Set([...amr, ...methods, 'mfa'])]
+/**
+ * The `amr` of a sign-in finished with a second factor: the first step's methods, the factor's, and `mfa`
+ * (RFC 8176: multiple factors) when the factor is not what the first step already used. A first step with
+ * no value of its own (a provider: RFC 8176 has none for a federated sign-in) is still a step of its own.
+ */
+export const finishedAmr = (firstStep: string[], method: string) => [...new Set([...firstStep, method, ...(firstStep.includes(method) ? [] : ['mfa'])])]
 
 /**
  * TOTP and passkey factors, recovery codes, and the sign-in steps that use them (`/auth/mfa`, `/auth/passkey`).
@@ -340,7 +350,7 @@ export class FactorsService {
 				? await this.deps.sessions.startSessionFor(
 						token.userId,
 						token.credentialsVersion,
-						{ amr: withMethod(['pwd'], proof.method), aal: 'aal2', enrollmentOnly: false },
+						{ amr: finishedAmr(token.amr, proof.method), aal: 'aal2', enrollmentOnly: false },
 						client,
 						async (tx) => (await proof.spend(tx)) && (await spendMfaToken(tx, token.id)),
 					)

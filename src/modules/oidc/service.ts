@@ -9,7 +9,7 @@ import { AppError, Conflict, NotFound } from '../../http/problem'
 import type { AuditLog, ClientInfo } from '../audit/service'
 import type { AuthService, IssuedSession, SecondFactorOwed } from '../auth/service'
 import type { Caller, Queryable } from '../auth/sessions'
-import { PASSWORD_ONLY } from '../auth/sessions'
+import { PROVIDER_ONLY } from '../auth/sessions'
 import { issueMfaToken, mustHaveFactor, secondFactorMethods, type FactorsService } from '../factors/service'
 import { isEmailAddress, NAME_MAX_LENGTH } from '../users/model'
 import { insertUser, normalizeEmail, userChangeEvents } from '../users/service'
@@ -375,8 +375,8 @@ export class ProviderSignIn {
 			await this.deps.audit.record('identity.linked', client, { actorId: user.id, subjectId: user.id, details: { provider: spent.provider, by: 'user' } })
 		}
 		const methods = await secondFactorMethods(db, user.id)
-		if (methods.length > 0) return { mfaRequired: true, mfaToken: await issueMfaToken(db, user), methods }
-		const assurance = { ...PASSWORD_ONLY, amr: ['ext'], enrollmentOnly: mustHaveFactor(this.deps.mfaRequired, user.role) }
+		if (methods.length > 0) return { mfaRequired: true, mfaToken: await issueMfaToken(db, user, PROVIDER_ONLY.amr), methods }
+		const assurance = { ...PROVIDER_ONLY, enrollmentOnly: mustHaveFactor(this.deps.mfaRequired, user.role) }
 		const issued = await this.deps.sessions.startSessionFor(user.id, spent.credentialsVersion, assurance, client, async () => true)
 		if (!issued) throw invalidSignInCode()
 		await this.deps.audit.record('login.succeeded', client, { actorId: user.id, subjectId: user.id, details: { sessionId: issued.sessionId, method: 'provider', provider: spent.provider } })

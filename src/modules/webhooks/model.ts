@@ -100,7 +100,10 @@ const { current: _current, ...sessionFields } = UserModel.session.properties
 const WebhookSession = t.Object({
 	...sessionFields,
 	userId: Uuid,
-	amr: t.Array(t.String(), { description: 'how it was established (RFC 8176)' }),
+	amr: t.Array(t.String(), {
+		description: 'how it was established, RFC 8176 values only (`pwd`, `otp`, `hwk`, `mfa`); empty for a sign-in at an identity provider alone, which RFC 8176 has no value for',
+		examples: [['pwd', 'otp', 'mfa']],
+	}),
 	aal: t.Union([t.Literal('aal1'), t.Literal('aal2')]),
 })
 const FactorData = t.Object({ userId: Uuid, factor: FactorModel.factor })
