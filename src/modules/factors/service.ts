@@ -17,6 +17,7 @@ import type { Logger } from '../../log'
 import type { AuditLog, ClientInfo } from '../audit/service'
 import type { LoginLockout, PasswordAttempt } from '../auth/lockout'
 import type { AuthService, IssuedSession } from '../auth/service'
+import { recordLoginLocked } from '../users/service'
 import type { Caller, Queryable, SessionAssurance } from '../auth/sessions'
 import { hashMfaToken, hashRecoveryCode, newMfaToken, newRecoveryCode, RECOVERY_CODE_COUNT } from './codes'
 import { matchingStep, newTotpSecret, totpQrCodeSvg, totpUri } from './totp'
@@ -360,8 +361,7 @@ export class FactorsService {
 				if (await attempt.failed()) {
 					await audit.record('mfa.locked', client, { subjectId: token.userId })
 					// The same news as a password lockout for receivers: this account's sign-ins are refused for a while.
-					const [locked] = await this.deps.db.select({ email: users.email }).from(users).where(eq(users.id, token.userId))
-					await recordWebhookEvents(this.deps.db, [{ type: 'login.locked', data: { email: locked?.email ?? null, userId: token.userId, reason: 'second-factor' } }])
+					await recordLoginLocked(this.deps.db, token.userId, 'second-factor')
 				}
 				throw invalidSecondFactor()
 			}
