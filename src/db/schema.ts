@@ -264,6 +264,9 @@ export const mfaTokens = pgTable(
 		tokenHash: text('token_hash').notNull(),
 		// The account as the password check saw it: a change since then voids the token.
 		credentialsVersion: integer('credentials_version').notNull(),
+		// RFC 8176 methods of the first step (`{pwd}` after a password, empty after a provider), which the
+		// finished session's amr starts from. Tokens older than the column claim nothing.
+		amr: text('amr').array().notNull().default(sql`'{}'::text[]`),
 		failures: integer('failures').notNull().default(0),
 		challenge: text('challenge'),
 		expiresAt: timestamp('expires_at', { withTimezone: true, precision: 3 }).notNull(),

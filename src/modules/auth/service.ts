@@ -3,7 +3,7 @@ import type { Database } from '../../db/client'
 import type { Config } from '../../config/env'
 import { refreshTokens, sessions, users, type SessionRow, type UserRow } from '../../db/schema'
 import { AppError } from '../../http/problem'
-import { normalizeEmail } from '../users/service'
+import { normalizeEmail, recordLoginLocked } from '../users/service'
 import type { AuditLog } from '../audit/service'
 import { isLoginLocked, type LoginLockout, type PasswordAttempt } from './lockout'
 import type { PasswordHasher } from './password'
@@ -92,7 +92,7 @@ export class AuthService {
 				// The password was right: its failures are forgiven; the second factor has a lockout of its own.
 				await attempt.succeeded()
 				await this.deps.audit.record('login.mfa-required', client, { subjectId: user.id, details: { methods: methods.join(' ') } })
-				return { mfaRequired: true, mfaToken: await issueMfaToken(this.deps.db, user), methods }
+				return { mfaRequired: true, mfaToken: await issueMfaToken(this.deps.db, user, PASSWORD_ONLY.amr), methods }
 			}
 			const assurance = user && mustHaveFactor(this.deps.mfaRequired, user.role) ? { ...PASSWORD_ONLY, enrollmentOnly: true } : PASSWORD_ONLY
 			const started = user && valid && user.status === 'active' ? await this.startCheckedSession(user, password, client, assurance) : undefined
@@ -236,26 +236,34 @@ export class AuthService {
 		}
 	}
 
-	/** Counts a failed password check toward the lockout and audits it, and the lock it starts. */
+	/**
+	 * Counts a failed password check toward the lockout and audits it, and the lock it starts. The email is
+	 * kept only when it is an account's (`subjectId`): text no account has is whatever was typed, perhaps a
+	 * password in the wrong box, so it is neither audited nor sent. Such text is locked all the same (no
+	 * enumeration by behaviour); only an account's lock is a `login.locked` event, carrying the account.
+	 */
 	async recordFailure(
 		attempt: PasswordAttempt,
 		client: ClientInfo,
 		{ email, subjectId, actorId, reason }: { email: string; subjectId?: string; actorId?: string; reason: string },
 	) {
-		await this.deps.audit.record('login.failed', client, { actorId, subjectId, details: { email, reason } })
+		const shown: Record<string, string> = subjectId ? { email } : {}
+		await this.deps.audit.record('login.failed', client, { actorId, subjectId, details: { ...shown, reason } })
 		if (!(await attempt.failed())) return
-		await this.deps.audit.record('login.locked', client, { actorId, subjectId, details: { email } })
+		await this.deps.audit.record('login.locked', client, { actorId, subjectId, details: shown })
 		// The lock lives in the counter store, not in a transaction: the event is written on its own.
-		await recordWebhookEvents(this.deps.db, [{ type: 'login.locked', data: { email, userId: subjectId ?? null, reason: 'password' } }])
+		if (subjectId) await recordLoginLocked(this.deps.db, subjectId, 'password')
 	}
 
-	/** A password check reserved with the lockout; a refusal is audited as a failed login. */
+	/** A password check reserved with the lockout; a refusal is audited as a failed login (of the account, if one has the email). */
 	async reserveAttempt(email: string, client: ClientInfo, actorId?: string): Promise<PasswordAttempt> {
 		try {
 			return await this.deps.lockout.reserve(email)
 		} catch (error) {
-			if (isLoginLocked(error))
-				await this.deps.audit.record('login.failed', client, { actorId, details: { email, reason: 'locked' } })
+			if (isLoginLocked(error)) {
+				const [account] = await this.deps.db.select({ id: users.id }).from(users).where(eq(users.email, email))
+				await this.deps.audit.record('login.failed', client, { actorId, subjectId: account?.id, details: account ? { email, reason: 'locked' } : { reason: 'locked' } })
+			}
 			throw error
 		}
 	}

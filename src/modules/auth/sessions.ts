@@ -22,6 +22,11 @@ export interface SessionAssurance {
 }
 
 export const PASSWORD_ONLY: SessionAssurance = { amr: ['pwd'], aal: 'aal1', enrollmentOnly: false }
+/**
+ * A sign-in at an identity provider: RFC 8176 has no value for "federated", and what the provider did (a
+ * password there, a passkey…) is its own to say, so the list is empty rather than a guess.
+ */
+export const PROVIDER_ONLY: SessionAssurance = { amr: [], aal: 'aal1', enrollmentOnly: false }
 
 export interface Caller {
 	user: UserRow

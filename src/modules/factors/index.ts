@@ -146,7 +146,7 @@ export const secondFactorSignIn = ({ factors, guard, jwt }: Omit<FactorsModuleDe
 					operationId: 'completeMfa',
 					summary: 'Finish a login with a TOTP code, a recovery code or a passkey',
 					description:
-						'`mfaToken` comes from POST /auth/login; it lasts 5 minutes, is single use, and its fifth wrong code voids it. Wrong codes also count toward a per-account lockout apart from the password one (LOCKOUT_* settings): then `429 login-locked` with `Retry-After`. A TOTP code of a time step already used is refused (replay). The tokens carry `amr` and `aal: "aal2"`.',
+						'`mfaToken` comes from POST /auth/login or POST /auth/sessions (a provider sign-in); it lasts 5 minutes, is single use, and its fifth wrong code voids it. Wrong codes also count toward a per-account lockout apart from the password one (LOCKOUT_* settings): then `429 login-locked` with `Retry-After`. A TOTP code of a time step already used is refused (replay). The tokens carry `aal: "aal2"` and an `amr` of the first step’s methods, the factor’s and `mfa`: `["pwd", "otp", "mfa"]` after a password, `["otp", "mfa"]` after a provider (never `pwd`: no password was used); a recovery code counts as `otp`, a passkey as `hwk`.',
 					security: [],
 				},
 			},

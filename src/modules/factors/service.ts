@@ -18,6 +18,7 @@ import type { WayInNotices } from '../../mail/notices'
 import type { AuditLog, ClientInfo } from '../audit/service'
 import type { LoginLockout, PasswordAttempt } from '../auth/lockout'
 import type { AuthService, IssuedSession } from '../auth/service'
+import { recordLoginLocked } from '../users/service'
 import { requireRecentAuthentication, type Caller, type Queryable, type SessionAssurance } from '../auth/sessions'
 import { hashMfaToken, hashRecoveryCode, newMfaToken, newRecoveryCode, RECOVERY_CODE_COUNT } from './codes'
 import { matchingStep, newTotpSecret, totpQrCodeSvg, totpUri } from './totp'
@@ -86,14 +87,19 @@ export async function secondFactorMethods(db: Queryable, userId: string): Promis
 	return (codes?.left ?? 0) > 0 ? [...methods, 'recovery-code'] : methods
 }
 
-/** A login half done: the token the client completes it with, bound to the account as the password check saw it. */
-export async function issueMfaToken(db: Queryable, user: Pick<UserRow, 'id' | 'credentialsVersion'>): Promise<string> {
+/**
+ * A login half done: the token the client completes it with, bound to the account as the first step saw it,
+ * and with that step's RFC 8176 methods (`['pwd']` after a password; none after a provider), which the
+ * finished session's `amr` starts from.
+ */
+export async function issueMfaToken(db: Queryable, user: Pick<UserRow, 'id' | 'credentialsVersion'>, firstStepAmr: string[]): Promise<string> {
 	const token = newMfaToken()
 	await db.insert(mfaTokens).values({
 		id: Bun.randomUUIDv7(),
 		userId: user.id,
 		tokenHash: hashMfaToken(token),
 		credentialsVersion: user.credentialsVersion,
+		amr: firstStepAmr,
 		expiresAt: new Date(Date.now() + MFA_TOKEN_SECONDS * 1000),
 	})
 	return token
@@ -101,7 +107,12 @@ export async function issueMfaToken(db: Queryable, user: Pick<UserRow, 'id' | 'c
 
 export { mustHaveFactor } from '../auth/sessions'
 
-const withMethod = (amr: string[], ...methods: string[]) => [...new Set([...amr, ...methods, 'mfa'])]
+/**
+ * The `amr` of a sign-in finished with a second factor: the first step's methods, the factor's, and `mfa`
+ * (RFC 8176: multiple factors) when the factor is not what the first step already used. A first step with
+ * no value of its own (a provider: RFC 8176 has none for a federated sign-in) is still a step of its own.
+ */
+export const finishedAmr = (firstStep: string[], method: string) => [...new Set([...firstStep, method, ...(firstStep.includes(method) ? [] : ['mfa'])])]
 
 /**
  * TOTP and passkey factors, recovery codes, and the sign-in steps that use them (`/auth/mfa`, `/auth/passkey`).
@@ -369,7 +380,7 @@ export class FactorsService {
 				? await this.deps.sessions.startSessionFor(
 						token.userId,
 						token.credentialsVersion,
-						{ amr: withMethod(['pwd'], proof.method), aal: 'aal2', enrollmentOnly: false },
+						{ amr: finishedAmr(token.amr, proof.method), aal: 'aal2', enrollmentOnly: false },
 						client,
 						async (tx) => (await proof.spend(tx)) && (await spendMfaToken(tx, token.id)),
 					)
@@ -396,8 +407,7 @@ export class FactorsService {
 		if (!(await attempt.failed())) return
 		await this.deps.audit.record('mfa.locked', client, { subjectId: userId })
 		// The same news as a password lockout for receivers: this account's sign-ins are refused for a while.
-		const [locked] = await this.deps.db.select({ email: users.email }).from(users).where(eq(users.id, userId))
-		await recordWebhookEvents(this.deps.db, [{ type: 'login.locked', data: { email: locked?.email ?? null, userId, reason: 'second-factor' } }])
+		await recordLoginLocked(this.deps.db, userId, 'second-factor')
 	}
 
 	/**

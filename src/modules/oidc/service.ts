@@ -9,8 +9,9 @@ import { factors, identities, oidcFlows, signInCodes, users, type UserRow } from
 import { AppError, Conflict, NotFound } from '../../http/problem'
 import type { AuditLog, ClientInfo } from '../audit/service'
 import type { AuthService, IssuedSession, SecondFactorOwed } from '../auth/service'
-import { PASSWORD_ONLY, requireRecentAuthentication, type Caller, type Queryable } from '../auth/sessions'
+import { PROVIDER_ONLY, requireRecentAuthentication, type Caller, type Queryable } from '../auth/sessions'
 import { issueMfaToken, mustHaveFactor, secondFactorMethods, type FactorsService } from '../factors/service'
+import { isEmailAddress, NAME_MAX_LENGTH } from '../users/model'
 import { insertUser, normalizeEmail, userChangeEvents } from '../users/service'
 import { recordWebhookEvents } from '../webhooks/outbox'
 import { toIdentityResource } from './model'
@@ -30,6 +31,7 @@ export type ProviderError =
 	| 'provider-unavailable'
 	| 'invalid-response'
 	| 'email-required'
+	| 'invalid-email'
 	| 'account-exists'
 	| 'account-deactivated'
 	| 'signup-disabled'
@@ -43,6 +45,7 @@ const DESCRIPTIONS: Record<ProviderError, string> = {
 	'provider-unavailable': 'The provider could not be reached; try again later or use another way to sign in',
 	'invalid-response': 'The provider’s answer did not pass the checks (signature, issuer, audience, nonce or expiry)',
 	'email-required': 'The provider did not share an email address',
+	'invalid-email': 'The provider gave an address that is not a valid email; use another way to sign in',
 	'account-exists': 'An account with this email exists: sign in to it, then link this provider',
 	'account-deactivated': 'This account is deactivated',
 	'signup-disabled': 'Sign-up is closed, and no account is linked to this identity',
@@ -224,6 +227,12 @@ export class ProviderSignIn {
 			await this.deps.audit.record('login.failed', client, { details: { provider: provider.id, reason } })
 			return this.failure(flow.redirectTo, reason)
 		}
+		// Checked as sign-up checks its body, before anything is looked up or written (API.md): what is stored
+		// from a provider must be what a sign-up could have stored.
+		if (claims.email !== undefined && !isEmailAddress(claims.email)) {
+			await this.deps.audit.record('login.failed', client, { subjectId: flow.linkUserId ?? undefined, details: { provider: provider.id, reason: 'invalid-email' } })
+			return this.failure(flow.redirectTo, 'invalid-email')
+		}
 		if (flow.linkUserId) return this.linkCode(provider, flow, claims, client)
 		const outcome = await this.resolveAccount(provider, claims, client)
 		if (!outcome.ok) {
@@ -299,7 +308,7 @@ export class ProviderSignIn {
 			sub: idToken.sub,
 			email: typeof email === 'string' ? email : undefined,
 			emailVerified: emailVerified === true,
-			name: typeof name === 'string' ? name.slice(0, 200) : undefined,
+			name: typeof name === 'string' ? oneLineName(name) : undefined,
 		}
 	}
 
@@ -379,8 +388,8 @@ export class ProviderSignIn {
 			await this.deps.audit.record('identity.linked', client, { actorId: user.id, subjectId: user.id, details: { provider: spent.provider, by: 'user' } })
 		}
 		const methods = await secondFactorMethods(db, user.id)
-		if (methods.length > 0) return { mfaRequired: true, mfaToken: await issueMfaToken(db, user), methods }
-		const assurance = { ...PASSWORD_ONLY, amr: ['ext'], enrollmentOnly: mustHaveFactor(this.deps.mfaRequired, user.role) }
+		if (methods.length > 0) return { mfaRequired: true, mfaToken: await issueMfaToken(db, user, PROVIDER_ONLY.amr), methods }
+		const assurance = { ...PROVIDER_ONLY, enrollmentOnly: mustHaveFactor(this.deps.mfaRequired, user.role) }
 		const issued = await this.deps.sessions.startSessionFor(user.id, spent.credentialsVersion, assurance, client, async () => true)
 		if (!issued) throw invalidSignInCode()
 		await this.deps.audit.record('login.succeeded', client, { actorId: user.id, subjectId: user.id, details: { sessionId: issued.sessionId, method: 'provider', provider: spent.provider } })
@@ -432,6 +441,21 @@ export class ProviderSignIn {
 async function linkIdentity(tx: Queryable, values: Omit<typeof identities.$inferInsert, 'id'> & { userId: string }) {
 	const [identity] = await tx.insert(identities).values({ id: Bun.randomUUIDv7(), ...values }).returning()
 	if (identity) await recordWebhookEvents(tx, [{ type: 'identity.linked', data: { userId: values.userId, identity: toIdentityResource(identity) } }])
+}
+
+/**
+ * A provider's display name as an account's name: control characters (line breaks, NUL…) become spaces,
+ * runs of white space one, and at most NAME_MAX_LENGTH characters are kept, never half a surrogate pair.
+ * Cleaned rather than refused: the name is the provider's decoration, not a reason to fail a sign-in.
+ */
+export function oneLineName(raw: string): string {
+	const flat = raw.toWellFormed().replace(/[\p{Cc}\p{Zl}\p{Zp}\s]+/gu, ' ').trim()
+	let kept = ''
+	for (const char of flat) {
+		if (kept.length + char.length > NAME_MAX_LENGTH) break
+		kept += char
+	}
+	return kept.trimEnd()
 }
 
 /** Equal strings of digests, compared in constant time. */
