@@ -316,7 +316,7 @@ function crossCheck(env: Env): string[] {
 }
 
 /** 32 bytes in standard or URL-safe base64. */
-const isDataKey = (value: string) => /^[A-Za-z0-9+/_-]{43}=?$/.test(value) && Buffer.from(value, 'base64').byteLength === 32
+export const isDataKey = (value: string) => /^[A-Za-z0-9+/_-]{43}=?$/.test(value) && Buffer.from(value, 'base64').byteLength === 32
 
 const list = (value: string | undefined) =>
 	(value ?? '')
@@ -331,6 +331,8 @@ function toConfig(env: Env, providers: OidcProviderSettings[] = []) {
 	return {
 		env: env.NODE_ENV,
 		production,
+		/** Where the embedded database lives and, in development, the secrets the environment leaves unset (keys/). */
+		dataDir: env.DATA_DIR,
 		port: env.PORT,
 		host: env.HOST,
 		workers,
