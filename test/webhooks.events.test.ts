@@ -90,7 +90,7 @@ const SESSION = (userId: string, fields: Record<string, unknown> = {}) => ({
 
 describe('every event type arrives signed, with the documented payload', () => {
 	test('an account from sign-up to deactivation and back', async () => {
-		const user = await signUp(t, { name: 'Webhook Walker' })
+		let user = await signUp(t, { name: 'Webhook Walker' })
 		expect((await eventOf('user.created', user.id)).data).toEqual({ user: USER(user, { name: 'Webhook Walker' }) })
 		expect((await eventOf('session.created', user.id)).data).toEqual({ session: SESSION(user.id, { id: user.sessionId }) })
 
@@ -99,6 +99,10 @@ describe('every event type arrives signed, with the documented payload', () => {
 		expect((await t.call('POST', '/api/auth/email-verifications', { json: { token } })).status).toBe(200)
 		expect((await eventOf('user.email-verified', user.id)).data).toEqual({ user: USER(user, { name: 'Webhook Walker', emailVerified: true }) })
 		expect((await eventOf('user.updated', user.id)).data).toEqual({ user: USER(user, { name: 'Webhook Walker', emailVerified: true }), changed: ['emailVerified'] })
+		// A proved address signs every earlier session out: whoever made them could not read this mailbox.
+		const unproved = await eventOf('session.revoked', user.id)
+		expect(unproved.data).toEqual({ session: SESSION(user.id, { id: user.sessionId, revokedAt: ISO }), reason: 'email-verified' })
+		user = await login(t, user.email)
 
 		// A new name, then a new password (the other session ends with it).
 		const other = await login(t, user.email)
@@ -107,7 +111,7 @@ describe('every event type arrives signed, with the documented payload', () => {
 		const changed = await t.call('PUT', '/api/users/me', { token: user.accessToken, json: { email: user.email, name: 'Renamed', password: 'another good passphrase', currentPassword: PASSWORD } })
 		expect(changed.status).toBe(200)
 		expect((await eventOf('user.password-changed', user.id)).data).toEqual({ user: USER(user, { name: 'Renamed', emailVerified: true }) })
-		const revokedByChange = await eventOf('session.revoked', user.id)
+		const revokedByChange = await eventOf('session.revoked', user.id, 2)
 		expect(revokedByChange.data).toEqual({ session: SESSION(user.id, { id: other.sessionId, revokedAt: ISO }), reason: 'password-changed' })
 
 		// A factor added and (by an admin) removed.
