@@ -71,13 +71,13 @@ export const factorsModule = ({ factors, users, guard }: FactorsModuleDeps) =>
 				body: FactorModel.create,
 				response: {
 					201: withResponseHeaders(Envelope(t.Union([FactorModel.totpEnrolment, FactorModel.webauthnEnrolment])), 'Location'),
-					...problemResponses(400, 401, 'mfa-required', 409, 413, 415, 422, 429),
+					...problemResponses(400, 401, 'mfa-required', 'reauthentication-required', 409, 413, 415, 422, 429),
 				},
 				detail: {
 					operationId: 'enrollFactor',
 					summary: 'Start enrolling a TOTP app or a passkey',
 					description:
-						'TOTP: answers the secret, the `otpauth://` URI and an SVG QR code of it, shown once. WebAuthn: answers registration options for `startRegistration` of @simplewebauthn/browser (a discoverable credential, user verification required; the challenge lasts 5 minutes). Either way the factor is `pending` until POST …/activation proves it. Once an account has an active factor, adding another needs an `aal2` session. At most 20 factors per account.',
+						'TOTP: answers the secret, the `otpauth://` URI and an SVG QR code of it, shown once. WebAuthn: answers registration options for `startRegistration` of @simplewebauthn/browser (a discoverable credential, user verification required; the challenge lasts 5 minutes). Either way the factor is `pending` until POST …/activation proves it. A way in: the session must have been signed in or checked (POST /auth/reauthentication) within REAUTHENTICATION_SECONDS (default 5 minutes), else 403 `reauthentication-required`; once an account has an active factor, adding another needs an `aal2` session. Its activation sends a notice to the account’s address. At most 20 factors per account.',
 				},
 			},
 		)
@@ -91,7 +91,7 @@ export const factorsModule = ({ factors, users, guard }: FactorsModuleDeps) =>
 				auth: ENROLMENT,
 				params: OwnFactorParams,
 				body: FactorModel.activation,
-				response: { 200: Envelope(FactorModel.activated), ...problemResponses(400, 'invalid-code', 401, 404, 409, 413, 415, 422, 429) },
+				response: { 200: Envelope(FactorModel.activated), ...problemResponses(400, 'invalid-code', 401, 'mfa-required', 'reauthentication-required', 404, 409, 413, 415, 422, 429) },
 				detail: {
 					operationId: 'activateFactor',
 					summary: 'Prove a pending factor: a TOTP code, or the passkey’s registration response',

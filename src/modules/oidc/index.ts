@@ -111,12 +111,12 @@ export const identitiesModule = ({ signIn, users, guard }: { signIn: ProviderSig
 			{
 				auth: 'user',
 				body: OidcModel.link,
-				response: { 200: Envelope(OidcModel.linkStarted), ...problemResponses(400, 'redirect-not-allowed', 401, 'mfa-required', 404, 413, 415, 422, 429, 'provider-unavailable', 503) },
+				response: { 200: Envelope(OidcModel.linkStarted), ...problemResponses(400, 'redirect-not-allowed', 401, 'mfa-required', 'reauthentication-required', 404, 413, 415, 422, 429, 'provider-unavailable', 503) },
 				detail: {
 					operationId: 'linkProvider',
 					summary: 'Start linking a provider to the signed-in account',
 					description:
-						'The frontend keeps the PKCE verifier of `codeChallenge`. After the provider, the browser lands on `redirectTo` with `code`; POST /auth/sessions with the code and the verifier links the identity (and signs in). An identity already linked to another account ends with `error=identity-in-use`. Needs `aal2` once the account has a second factor.',
+						'The frontend keeps the PKCE verifier of `codeChallenge`. After the provider, the browser lands on `redirectTo` with `code`; POST /auth/sessions with the code and the verifier links the identity (and signs in). An identity already linked to another account ends with `error=identity-in-use`. A way in: needs a session signed in or checked (POST /auth/reauthentication) within REAUTHENTICATION_SECONDS (default 5 minutes), else 403 `reauthentication-required`, and `aal2` once the account has a second factor. Linking sends a notice to the account’s address.',
 				},
 			},
 		)

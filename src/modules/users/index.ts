@@ -99,7 +99,7 @@ export const usersModule = ({ users, guard, db, audit }: UsersModuleDeps) =>
 				body: UserModel.replace,
 				response: {
 					200: UserEnvelope,
-					...problemResponses(400, 401, 403, 404, 'email-taken', 'last-admin', 'conflict', 413, 415, 422, 'rate-limited', 'login-locked'),
+					...problemResponses(400, 401, 403, 'mfa-required', 'reauthentication-required', 404, 'email-taken', 'last-admin', 'conflict', 413, 415, 422, 'rate-limited', 'login-locked'),
 				},
 				detail: {
 					operationId: 'replaceUser',
