@@ -158,6 +158,24 @@ export const emailTokens = pgTable(
 )
 
 /**
+ * Wrong codes typed for mailed proofs (API.md "Codes by mail"): one row per wrong code, kept 24 hours.
+ * At most 10 count per subject and kind in any 24 hours (then the code path answers 429 too-many-codes),
+ * so a subject gains at most 10 rows a day. `kind` is what the codes prove (`verification`,
+ * `recovery`); `subject` is the SHA-256 of the normalised address the code was typed for, whether an
+ * account has it or not, so an unknown address is counted and refused alike.
+ */
+export const codeFailures = pgTable(
+	'code_failures',
+	{
+		id: uuid('id').primaryKey(),
+		kind: text('kind').notNull(),
+		subject: text('subject').notNull(),
+		createdAt: timestamp('created_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
+	},
+	(table) => [index('code_failures_subject_idx').on(table.subject, table.kind, table.createdAt), index('code_failures_created_idx').on(table.createdAt)],
+)
+
+/**
  * The service's one background-job queue (mail now, webhooks next). Workers on
  * every instance claim due jobs with FOR UPDATE SKIP LOCKED and hold a lease
  * while they run one; a job whose worker died is claimed again when its lease
