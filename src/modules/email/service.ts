@@ -16,6 +16,7 @@ import type { PasswordHasher } from '../auth/password'
 import { revokeUserSessions, type Queryable } from '../auth/sessions'
 import { normalizeEmail, userChangeEvents } from '../users/service'
 import { recordWebhookEvents } from '../webhooks/outbox'
+import { admitCodeTry, purgeCodeFailures, tooManyCodes, type CodeKind } from './code-limit'
 import { hashCode, hashLinkToken, inWords, mailThrottleKey, newCode, newLinkToken, sameDigest } from './tokens'
 
 export type TokenPurpose = EmailTokenRow['purpose']
@@ -140,7 +141,7 @@ export class EmailService {
 	/** POST /auth/email-verifications: proves the address (the account's, or a pending change's, which then applies). */
 	async verifyEmail(proof: Proof, client: ClientInfo): Promise<UserRow> {
 		const outcome = await this.deps.db.transaction(async (tx) => {
-			const checked = await this.checkProof(tx, proof, ['verification', 'email-change'])
+			const checked = await this.checkProof(tx, proof, 'verification', ['verification', 'email-change'])
 			if (checked.kind !== 'valid') return checked
 			const { row } = checked
 			const user = await lockActiveUser(tx, eq(users.id, row.userId))
@@ -184,7 +185,7 @@ export class EmailService {
 		const { db, hasher, lockout, audit } = this.deps
 		const weakness = this.deps.passwordProblem(password)
 		if (weakness) throw new ValidationFailed([weakness])
-		const checked = await db.transaction((tx) => this.checkProof(tx, proof, ['recovery']))
+		const checked = await db.transaction((tx) => this.checkProof(tx, proof, 'recovery', ['recovery']))
 		if (checked.kind !== 'valid') return this.refuse(checked, client)
 		const passwordHash = await hasher.hash(password)
 		const outcome = await db.transaction(async (tx) => {
@@ -221,7 +222,14 @@ export class EmailService {
 	}
 
 	/** Audits a refused proof and throws its problem. */
-	private async refuse(outcome: { kind: 'invalid' | 'expired'; purpose?: TokenPurpose; userId?: string; voided?: boolean }, client: ClientInfo): Promise<never> {
+	private async refuse(
+		outcome: { kind: 'invalid' | 'expired'; purpose?: TokenPurpose; userId?: string; voided?: boolean } | { kind: 'too-many-codes'; codeKind: CodeKind; retryAfterSeconds: number },
+		client: ClientInfo,
+	): Promise<never> {
+		if (outcome.kind === 'too-many-codes') {
+			await this.deps.audit.record('code.rejected', client, { details: { reason: outcome.kind, purpose: outcome.codeKind } })
+			throw tooManyCodes(outcome.retryAfterSeconds)
+		}
 		await this.deps.audit.record('code.rejected', client, {
 			subjectId: outcome.userId,
 			details: { reason: outcome.kind, purpose: outcome.purpose ?? null, ...(outcome.voided ? { codeVoided: true } : {}) },
@@ -229,11 +237,17 @@ export class EmailService {
 		throw outcome.kind === 'expired' ? codeExpired() : invalidCode()
 	}
 
+	/** Deletes wrong codes older than the 24 hours they count for; returns how many went. */
+	purgeCodeFailures(): Promise<number> {
+		return purgeCodeFailures(this.deps.db)
+	}
+
 	/**
 	 * Finds the token row a proof names, locked. A link token is found by its hash; a code by the address it
-	 * went to, among that address's live rows (a wrong code counts against each, and the fifth voids it).
+	 * went to, among that address's live rows (a wrong code counts against each, and the fifth voids it),
+	 * once the address's count of wrong codes of this kind admits another try (10 in any 24 hours).
 	 */
-	private async checkProof(tx: Tx, proof: Proof, purposes: TokenPurpose[]) {
+	private async checkProof(tx: Tx, proof: Proof, codeKind: CodeKind, purposes: TokenPurpose[]) {
 		const now = new Date()
 		if ('token' in proof) {
 			const [row] = await tx
@@ -245,12 +259,15 @@ export class EmailService {
 			if (row.expiresAt <= now) return { kind: 'expired' as const, purpose: row.purpose, userId: row.userId }
 			return { kind: 'valid' as const, row }
 		}
+		const address = normalizeEmail(proof.email)
+		const admitted = await admitCodeTry(tx, codeKind, address)
+		if (!admitted.admitted) return { kind: 'too-many-codes' as const, codeKind, retryAfterSeconds: admitted.retryAfterSeconds }
 		const live = await tx
 			.select()
 			.from(emailTokens)
 			.where(
 				and(
-					eq(emailTokens.email, normalizeEmail(proof.email)),
+					eq(emailTokens.email, address),
 					inArray(emailTokens.purpose, purposes),
 					isNull(emailTokens.usedAt),
 					isNull(emailTokens.voidedAt),
@@ -263,6 +280,7 @@ export class EmailService {
 		const matches = live.map((row) => sameDigest(hashCode(row.id, proof.code), row.codeHash))
 		const row = live[matches.indexOf(true)]
 		if (row) return { kind: 'valid' as const, row }
+		await admitted.failed()
 		let voided = false
 		for (const candidate of live) {
 			const exhausted = candidate.codeAttempts + 1 >= CODE_ATTEMPTS
