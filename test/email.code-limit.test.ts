@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
-import { sql } from 'drizzle-orm'
+import { count, eq, sql } from 'drizzle-orm'
+import { codeFailures, emailTokens, jobs } from '../src/db/schema'
 import { problem, startTestApp, type CallResult, type TestApp } from './support/app'
 import { signUp, uniqueEmail } from './support/fixtures'
 import { proofOf, SmtpSink, SUBJECT } from './support/mail'
@@ -135,5 +136,30 @@ describe('at most 10 wrong codes per address and kind in any 24 hours', () => {
 		expectTooMany(await reset({ email: user.email, code, password: NEW_PASSWORD }), RESETS)
 		await ageWrongCodes()
 		expect((await reset({ email: user.email, code, password: NEW_PASSWORD })).status).toBe(200)
+	})
+})
+
+describe('equal work for an address with a live code and one without (the timing is measured in test/bench/reset-timing.ts)', () => {
+	const db = () => t.database.handle.db
+	const rowCounts = async () => ({
+		failures: (await db().select({ n: count() }).from(codeFailures))[0]?.n,
+		tokens: (await db().select({ n: count() }).from(emailTokens))[0]?.n,
+		jobs: (await db().select({ n: count() }).from(jobs))[0]?.n,
+	})
+
+	test('a wrong code writes one wrong-code row and nothing else, the same for both: the live code’s row is left as it was', async () => {
+		const user = await signUp(t)
+		const { code } = await recoveryMail(user.email)
+		const before = await db().select().from(emailTokens).where(eq(emailTokens.email, user.email)).orderBy(emailTokens.id)
+		const counts = await rowCounts()
+		expect((await reset({ email: user.email, code: otherCode(code, 1), password: NEW_PASSWORD })).body).toEqual(problem('invalid-code', 400, RESETS, INVALID))
+		const afterKnown = await rowCounts()
+		expect(afterKnown).toEqual({ ...counts, failures: (counts.failures ?? 0) + 1 })
+		expect(await db().select().from(emailTokens).where(eq(emailTokens.email, user.email)).orderBy(emailTokens.id)).toEqual(before)
+		expect((await reset({ email: uniqueEmail('nobody-equal'), code: otherCode(code, 1), password: NEW_PASSWORD })).body).toEqual(problem('invalid-code', 400, RESETS, INVALID))
+		expect(await rowCounts()).toEqual({ ...afterKnown, failures: (afterKnown.failures ?? 0) + 1 })
+		// The code's own tries are still counted: four more wrong ones void it, and its link with it.
+		for (let i = 2; i <= 5; i++) await reset({ email: user.email, code: otherCode(code, i), password: NEW_PASSWORD })
+		expect((await reset({ email: user.email, code, password: NEW_PASSWORD })).body).toEqual(problem('invalid-code', 400, RESETS, INVALID))
 	})
 })

@@ -143,6 +143,8 @@ export const emailTokens = pgTable(
 		email: text('email').notNull(),
 		tokenHash: text('token_hash').notNull(),
 		codeHash: text('code_hash').notNull(),
+		// No longer written: a code's wrong tries are counted in code_failures (a wrong code writes the same one
+		// row whether its address has a live code or not). Kept until a migration drops it.
 		codeAttempts: integer('code_attempts').notNull().default(0),
 		createdAt: timestamp('created_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
 		expiresAt: timestamp('expires_at', { withTimezone: true, precision: 3 }).notNull(),
