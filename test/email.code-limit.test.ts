@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { count, eq, sql } from 'drizzle-orm'
 import { codeFailures, emailTokens, jobs } from '../src/db/schema'
+import { purgeCodeFailures } from '../src/modules/email/code-limit'
 import { problem, startTestApp, type CallResult, type TestApp } from './support/app'
 import { signUp, uniqueEmail } from './support/fixtures'
 import { proofOf, SmtpSink, SUBJECT } from './support/mail'
@@ -161,5 +162,19 @@ describe('equal work for an address with a live code and one without (the timing
 		// The code's own tries are still counted: four more wrong ones void it, and its link with it.
 		for (let i = 2; i <= 5; i++) await reset({ email: user.email, code: otherCode(code, i), password: NEW_PASSWORD })
 		expect((await reset({ email: user.email, code, password: NEW_PASSWORD })).body).toEqual(problem('invalid-code', 400, RESETS, INVALID))
+	})
+})
+
+describe('upkeep', () => {
+	test('wrong codes are deleted once they count no more: older than 24 hours and than the longest-lived code', async () => {
+		const db = t.database.handle.db
+		await db.execute(sql`delete from code_failures`)
+		const at = (hoursAgo: number) => ({ id: Bun.randomUUIDv7(), kind: 'recovery', subject: 'purge-test', createdAt: new Date(Date.now() - hoursAgo * 3_600_000) })
+		await db.insert(codeFailures).values([at(1), at(23), at(25), at(47), at(49)])
+		expect(await purgeCodeFailures(db, 3_600)).toBe(3)
+		expect(await db.select({ n: count() }).from(codeFailures)).toEqual([{ n: 2 }])
+		// Codes that live 48 hours keep their tries counted as long.
+		await db.insert(codeFailures).values([at(47), at(49)])
+		expect(await purgeCodeFailures(db, 48 * 3_600)).toBe(1)
 	})
 })
