@@ -14,7 +14,7 @@ import { requestChecks, responseHeaders } from './http/security'
 import type { Logger } from './log'
 import { auditModule } from './modules/audit'
 import { AuditLog } from './modules/audit/service'
-import { authModule } from './modules/auth'
+import { authModule, reauthentication } from './modules/auth'
 import { docs } from './modules/docs'
 import type { TokenKeys } from './modules/auth/keys'
 import { LoginLockout } from './modules/auth/lockout'
@@ -187,6 +187,8 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		// Wrong second-factor codes are counted per account, apart from passwords, with the same settings and store.
 		lockout: new LoginLockout(store, config.lockout, 'mfa-lockout'),
 		settings: config.mfa,
+		reauthenticationSeconds: config.reauthenticationSeconds,
+		notices,
 		log,
 		sessions: auth,
 	})
@@ -200,6 +202,8 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		log,
 		sessions: auth,
 		stepUp: factors,
+		reauthenticationSeconds: config.reauthenticationSeconds,
+		notices,
 	})
 	const users = new UsersService({
 		db,
@@ -210,8 +214,10 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		email,
 		passwordMinLength: config.password.minLength,
 		signupEnabled: config.signupEnabled,
+		reauthenticationSeconds: config.reauthenticationSeconds,
+		notices,
 	})
-	const guard = authGuard({ db, keys, jwt: config.jwt })
+	const guard = authGuard({ db, keys, jwt: config.jwt, mfaRequired: config.mfa.required })
 	// A scraper holding the metrics token is the operator's own; anyone else's /metrics request is budgeted.
 	const metricsToken = config.metrics.token
 	const isAuthorizedScrape = (request: Request) =>
@@ -224,6 +230,7 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		.use(usersModule({ users, guard, db, audit }))
 		.use(authModule({ auth, guard, jwt: config.jwt }))
 		.use(secondFactorSignIn({ factors, guard, jwt: config.jwt }))
+		.use(reauthentication({ auth, factors, email, guard, jwt: config.jwt }))
 		.use(factorsModule({ factors, users, guard, jwt: config.jwt }))
 		.use(oidcModule({ signIn: providerSignIn, guard, jwt: config.jwt }))
 		.use(identitiesModule({ signIn: providerSignIn, users, guard }))

@@ -71,6 +71,7 @@ describe('the built-in templates', () => {
 			'Reset your Acme Vault password',
 			'Confirm your new email address for Acme Vault',
 			'Your Acme Vault email address is being changed',
+			'Your Acme Vault confirmation code',
 			'Acme Vault: A passkey was added',
 			'Your Acme Vault account was recovered: the ways in that remain',
 		])

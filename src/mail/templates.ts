@@ -4,7 +4,7 @@ import Mustache from 'mustache'
 import { mailLine } from './safe-text'
 
 /** The mails the service sends; each has a subject, a plain-text and an HTML template. */
-export const MAIL_KINDS = ['verification', 'recovery', 'email-change', 'email-change-notice', 'way-in-notice', 'recovery-review'] as const
+export const MAIL_KINDS = ['verification', 'recovery', 'email-change', 'email-change-notice', 'reauthentication', 'way-in-notice', 'recovery-review'] as const
 export type MailKind = (typeof MAIL_KINDS)[number]
 
 const PARTS = ['subject', 'text', 'html'] as const
@@ -123,6 +123,21 @@ If this was not you, reset your password at once: recovery cancels the change.
 		html: htmlPage(`<p>Hello{{#name}} {{name}}{{/name}},</p>
 <p>someone signed in to your {{appName}} account ({{email}}) asked to change its email address to {{newEmail}}. The change happens once the new address confirms it.</p>
 <p>If this was not you, reset your password at once: recovery cancels the change.</p>`),
+	},
+	reauthentication: {
+		subject: 'Your {{appName}} confirmation code',
+		text: `Hello{{#name}} {{name}}{{/name}},
+
+to confirm that it is you making a change to your {{appName}} account ({{email}}), enter this code:
+
+{{code}}
+
+It is valid for {{validFor}} and works once. If you did not ask for it, someone may be signed in to your account: reset your password.
+`,
+		html: htmlPage(`<p>Hello{{#name}} {{name}}{{/name}},</p>
+<p>to confirm that it is you making a change to your {{appName}} account ({{email}}), enter this code:</p>
+<p><strong style="font-size: 1.4em; letter-spacing: 0.15em">{{code}}</strong></p>
+<p>It is valid for {{validFor}} and works once. If you did not ask for it, someone may be signed in to your account: reset your password.</p>`),
 	},
 	'way-in-notice': {
 		subject: '{{appName}}: {{change}}',

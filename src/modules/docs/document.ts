@@ -145,6 +145,8 @@ const description = (summary: string) =>
 		'- Request bodies refuse members they do not list (422, `code: additionalProperties`): their schemas say `additionalProperties: false`. ' +
 			'So does the query of operations marked `x-query: { additionalProperties: false }`; operations that list no query parameters ignore the query string.',
 		'- Any operation: a query parameter given twice or holding a NUL character is 400; an `Accept` that admits no JSON is 406.',
+		'- Ids are UUIDs, issued in lower case; in a path or a query either letter case names the same resource (`me` is lower case only). ' +
+			'Anything else (no hyphens, braces, a `urn:uuid:` prefix) is 422 at the parameter.',
 		'- POST, PUT and DELETE: a body must be `application/json` (415), at most `BODY_LIMIT_BYTES` (default 65536) long (413) and valid JSON (400), ' +
 			'whether or not the operation reads it.',
 		'- Every operation but the health probes counts against the client’s rate budget, and while rate limits are on every answer carries ' +

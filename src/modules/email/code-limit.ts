@@ -7,8 +7,8 @@ import type { Queryable } from '../auth/sessions'
 export const WRONG_CODES_PER_DAY = 10
 const WINDOW = sql`interval '24 hours'`
 
-/** What a code proves: each kind has its own count (the verification route's codes, the recovery route's). */
-export type CodeKind = 'verification' | 'recovery'
+/** What a code proves: each kind has its own count (the verification route's codes, the recovery route's, reauthentication's). */
+export type CodeKind = 'verification' | 'recovery' | 'reauthentication'
 
 export const tooManyCodes = (retryAfterSeconds: number) =>
 	new AppError('too-many-codes', 'Too many wrong codes for this address; use the link in the mail, or try a code again later', {

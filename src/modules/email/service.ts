@@ -14,6 +14,7 @@ import type { AuditLog, ClientInfo } from '../audit/service'
 import type { LoginLockout } from '../auth/lockout'
 import type { PasswordHasher } from '../auth/password'
 import { revokeUserSessions, type Queryable } from '../auth/sessions'
+import { removeRecentWaysNotAddedAtAal2, removeWaysAddedUnverified, waysInOf } from '../auth/ways-in'
 import { normalizeEmail, userChangeEvents } from '../users/service'
 import { recordWebhookEvents } from '../webhooks/outbox'
 import { admitCodeTry, purgeCodeFailures, tooManyCodes, wrongCodesSince, type CodeKind } from './code-limit'
@@ -25,6 +26,9 @@ export type TokenPurpose = EmailTokenRow['purpose']
 export { MAIL_QUEUE }
 export const MAIL_REQUEST_QUEUE = 'mail-request'
 
+/** A reauthentication code by mail lives this long: it is typed into the page that asked for it, at once. */
+export const REAUTHENTICATION_CODE_SECONDS = 600
+
 /** Wrong tries a code survives; the fifth wrong one voids it (and its link). */
 export const CODE_ATTEMPTS = 5
 
@@ -32,7 +36,7 @@ export const CODE_ATTEMPTS = 5
 const DECOY = { id: '00000000-0000-0000-0000-000000000000', codeHash: hashCode('00000000-0000-0000-0000-000000000000', 'no code') }
 
 /** Whose count of wrong codes a token's purpose shares: each route's (verification and email change share theirs). */
-const codeKindOf = (purpose: TokenPurpose): CodeKind => (purpose === 'recovery' ? 'recovery' : 'verification')
+const codeKindOf = (purpose: TokenPurpose): CodeKind => (purpose === 'email-change' ? 'verification' : purpose)
 
 /** A proof presented at /auth/email-verifications or /auth/password-resets: the link's token, or the address and its code. */
 export type Proof = { token: string } | { email: string; code: string }
@@ -173,9 +177,11 @@ export class EmailService {
 			if (!updated) return { kind: 'invalid' as const, purpose: row.purpose }
 			await markUsed(tx, row.id)
 			await recordWebhookEvents(tx, userChangeEvents(user ?? null, updated))
+			if (user?.emailVerifiedAt === null) await this.onAddressProved(tx, updated, client)
 			return { kind: 'applied' as const, user: updated, before: user, purpose: row.purpose }
 		})
 		if (outcome.kind !== 'applied') return this.refuse(outcome, client)
+		this.deps.wakeJobs()
 		const who = { actorId: outcome.user.id, subjectId: outcome.user.id }
 		if (outcome.purpose === 'email-change') await this.deps.audit.record('email.changed', client, { ...who, details: { confirmed: true } })
 		else await this.deps.audit.record('email.verified', client, who)
@@ -212,19 +218,68 @@ export class EmailService {
 				})
 				.where(eq(users.id, user.id))
 				.returning()
-			if (updated) await recordWebhookEvents(tx, userChangeEvents(user, updated, true))
+			if (!updated) return { kind: 'invalid' as const, purpose: 'recovery' as const }
+			await recordWebhookEvents(tx, userChangeEvents(user, updated, true))
 			await markUsed(tx, row.id)
 			await voidTokens(tx, user.id, ['recovery', 'email-change'])
 			const revoked = await revokeUserSessions(tx, user.id, 'password-reset')
+			// What an intruder may have added goes with the sessions; the owner hears what remains.
+			const removed = [
+				...(user.emailVerifiedAt === null ? await removeWaysAddedUnverified(tx, user.id) : []),
+				...(await removeRecentWaysNotAddedAtAal2(tx, user.id, this.deps.settings.recoveryReviewSeconds)),
+			]
+			await this.deps.notices.queueRecoveryReview(tx, updated, { removed, remaining: await waysInOf(tx, updated) }, client)
 			return { kind: 'reset' as const, user, revoked }
 		})
 		if (outcome.kind !== 'reset') return this.refuse(outcome, client)
+		this.deps.wakeJobs()
 		await lockout.clear(outcome.user.email)
 		await audit.record('password.reset', client, {
 			actorId: outcome.user.id,
 			subjectId: outcome.user.id,
 			details: { sessionsRevoked: outcome.revoked },
 		})
+	}
+
+	/**
+	 * POST /auth/reauthentication/challenges `{ method: "email" }`: a 6-digit code to the account's address, for
+	 * accounts with neither a password nor a second factor to prove it with (one made through a provider).
+	 * Held to one mail per MAIL_RESEND_SECONDS like the others; answers the same either way.
+	 */
+	async sendReauthenticationCode(user: UserRow, hasSecondFactor: boolean, client: ClientInfo): Promise<void> {
+		if (user.passwordHash !== null || hasSecondFactor)
+			throw new Conflict('conflict', 'This account proves it is you with its password or second factor; a code by mail is for accounts that have neither')
+		this.assertMailAvailable()
+		const queued = await this.deps.db.transaction(async (tx) => {
+			const locked = await lockActiveUser(tx, eq(users.id, user.id))
+			return locked ? this.issueAndQueue(tx, locked, 'reauthentication', locked.email) : false
+		})
+		if (!queued) return
+		this.deps.wakeJobs()
+		await this.deps.audit.record('reauthentication.code-sent', client, { actorId: user.id, subjectId: user.id })
+	}
+
+	/**
+	 * A reauthentication code checked (a wrong one counts against it, committed as such); what spends it, in the
+	 * session's renewal, when it is right. Refused codes throw as every mailed code does.
+	 */
+	async checkReauthenticationCode(user: UserRow, code: string, client: ClientInfo): Promise<(tx: Tx) => Promise<boolean>> {
+		const checked = await this.deps.db.transaction((tx) => this.checkProof(tx, { email: user.email, code }, 'reauthentication', ['reauthentication']))
+		if (checked.kind !== 'valid' || checked.row.userId !== user.id) return this.refuse(checked.kind === 'valid' ? { kind: 'invalid' } : checked, client)
+		const { id } = checked.row
+		return async (tx) =>
+			(await tx.update(emailTokens).set({ usedAt: sql`now()` }).where(and(eq(emailTokens.id, id), isNull(emailTokens.usedAt), isNull(emailTokens.voidedAt))).returning({ id: emailTokens.id }))
+				.length === 1
+	}
+
+	/**
+	 * The account's address was just proved by a verification: what was added while it was not goes, and every
+	 * session with it (whoever made them could not read this mailbox); the owner gets a notice of each removal.
+	 */
+	private async onAddressProved(tx: Tx, user: UserRow, client: ClientInfo) {
+		const removed = await removeWaysAddedUnverified(tx, user.id)
+		await revokeUserSessions(tx, user.id, 'email-verified')
+		await this.deps.notices.queue(tx, user, removed, client)
 	}
 
 	/** Audits a refused proof and throws its problem. */
@@ -246,7 +301,7 @@ export class EmailService {
 	/** Deletes wrong codes that count no more (older than 24 hours and than any live code); returns how many went. */
 	purgeCodeFailures(): Promise<number> {
 		const { verificationTtlSeconds, recoveryTtlSeconds } = this.deps.settings
-		return purgeCodeFailures(this.deps.db, Math.max(verificationTtlSeconds, recoveryTtlSeconds))
+		return purgeCodeFailures(this.deps.db, Math.max(verificationTtlSeconds, recoveryTtlSeconds, REAUTHENTICATION_CODE_SECONDS))
 	}
 
 	/**
@@ -316,7 +371,7 @@ export class EmailService {
 		const id = Bun.randomUUIDv7()
 		const token = newLinkToken()
 		const code = newCode()
-		const ttl = purpose === 'recovery' ? settings.recoveryTtlSeconds : settings.verificationTtlSeconds
+		const ttl = purpose === 'recovery' ? settings.recoveryTtlSeconds : purpose === 'reauthentication' ? REAUTHENTICATION_CODE_SECONDS : settings.verificationTtlSeconds
 		await tx.insert(emailTokens).values({
 			id,
 			userId: user.id,
@@ -327,8 +382,10 @@ export class EmailService {
 			expiresAt: new Date(Date.now() + ttl * 1000),
 		})
 		// The token rides in the fragment: browsers never send it to a server, so scanners that fetch the link spend nothing.
+		// A reauthentication is typed into the page that asked for it: its mail carries the code alone.
 		const page = purpose === 'recovery' ? settings.resetUrl : settings.verifyUrl
-		await this.queueMail(tx, purpose, address, { name: user.name, link: `${page}#token=${token}`, code, validFor: inWords(ttl) })
+		const link = purpose === 'reauthentication' ? undefined : `${page}#token=${token}`
+		await this.queueMail(tx, purpose, address, { name: user.name, link, code, validFor: inWords(ttl) })
 		return true
 	}
 

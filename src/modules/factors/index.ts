@@ -1,6 +1,7 @@
 import { Elysia, t } from 'elysia'
 import type { authGuard } from '../../http/auth'
 import { targetUserId } from '../../http/auth'
+import { AccountId, Id } from '../../http/ids'
 import { Envelope, problemResponses, withResponseHeaders } from '../../http/openapi'
 import { envelope } from '../../http/problem'
 import { requestContext } from '../../http/request-context'
@@ -22,8 +23,8 @@ export interface FactorsModuleDeps {
 	jwt: Config['jwt']
 }
 
-const FactorParams = t.Object({ id: UserModel.idParams.properties.id, factorId: t.String({ format: 'uuid' }) })
-const OwnFactorParams = t.Object({ factorId: t.String({ format: 'uuid' }) })
+const FactorParams = t.Object({ id: AccountId, factorId: Id() })
+const OwnFactorParams = t.Object({ factorId: Id() })
 /** WebAuthn options as plain JSON: the client's types then name nothing of the server's WebAuthn library. */
 const asJson = (options: object): Record<string, unknown> => ({ ...options })
 
@@ -145,7 +146,7 @@ export const secondFactorSignIn = ({ factors, guard, jwt }: Omit<FactorsModuleDe
 					operationId: 'completeMfa',
 					summary: 'Finish a login with a TOTP code, a recovery code or a passkey',
 					description:
-						'`mfaToken` comes from POST /auth/login; it lasts 5 minutes, is single use, and its fifth wrong code voids it. Wrong codes also count toward a per-account lockout apart from the password one (LOCKOUT_* settings): then `429 login-locked` with `Retry-After`. A TOTP code of a time step already used is refused (replay). The tokens carry `amr` and `aal: "aal2"`.',
+						'`mfaToken` comes from POST /auth/login or POST /auth/sessions (a provider sign-in); it lasts 5 minutes, is single use, and its fifth wrong code voids it. Wrong codes also count toward a per-account lockout apart from the password one (LOCKOUT_* settings): then `429 login-locked` with `Retry-After`. A TOTP code of a time step already used is refused (replay). The tokens carry `aal: "aal2"` and an `amr` of the first step’s methods, the factor’s and `mfa`: `["pwd", "otp", "mfa"]` after a password, `["otp", "mfa"]` after a provider (never `pwd`: no password was used); a recovery code counts as `otp`, a passkey as `hwk`.',
 					security: [],
 				},
 			},
