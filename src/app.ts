@@ -261,7 +261,7 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 				log,
 				retentionSeconds: config.sessions.retentionSeconds,
 				metrics: config.metrics.enabled ? metrics : undefined,
-				purgeSignInLeftovers: async () => (await factors.purgeExpired()) + (await providerSignIn.purgeExpired()),
+				purgeSignInLeftovers: async () => (await factors.purgeExpired()) + (await providerSignIn.purgeExpired()) + (await email.purgeCodeFailures()),
 			}),
 		)
 		.use(docs({ enabled: config.docsEnabled, path: DOCS_PATH }))

@@ -145,6 +145,8 @@ export const emailTokens = pgTable(
 		email: text('email').notNull(),
 		tokenHash: text('token_hash').notNull(),
 		codeHash: text('code_hash').notNull(),
+		// No longer written: a code's wrong tries are counted in code_failures (a wrong code writes the same one
+		// row whether its address has a live code or not). Kept until a migration drops it.
 		codeAttempts: integer('code_attempts').notNull().default(0),
 		createdAt: timestamp('created_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
 		expiresAt: timestamp('expires_at', { withTimezone: true, precision: 3 }).notNull(),
@@ -157,6 +159,24 @@ export const emailTokens = pgTable(
 		index('email_tokens_email_idx').on(table.email, table.purpose),
 		check('email_tokens_purpose_valid', sql`${table.purpose} in ('verification', 'recovery', 'email-change', 'reauthentication')`),
 	],
+)
+
+/**
+ * Wrong codes typed for mailed proofs (API.md "Codes by mail"): one row per wrong code, kept 24 hours.
+ * At most 10 count per subject and kind in any 24 hours (then the code path answers 429 too-many-codes),
+ * so a subject gains at most 10 rows a day. `kind` is what the codes prove (`verification`,
+ * `recovery`); `subject` is the SHA-256 of the normalised address the code was typed for, whether an
+ * account has it or not, so an unknown address is counted and refused alike.
+ */
+export const codeFailures = pgTable(
+	'code_failures',
+	{
+		id: uuid('id').primaryKey(),
+		kind: text('kind').notNull(),
+		subject: text('subject').notNull(),
+		createdAt: timestamp('created_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
+	},
+	(table) => [index('code_failures_subject_idx').on(table.subject, table.kind, table.createdAt), index('code_failures_created_idx').on(table.createdAt)],
 )
 
 /**

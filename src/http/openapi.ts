@@ -260,6 +260,10 @@ export const PROBLEM_DESCRIPTIONS: Record<ProblemKind, { when: string; detail: s
 		when: 'too many failed password checks for this account (logins, or wrong `currentPassword` values); `Retry-After` says when it unlocks, right password or not',
 		detail: 'Too many failed logins for this account; try again later',
 	},
+	'too-many-codes': {
+		when: 'ten wrong mailed codes for this address and kind (verification, recovery, reauthentication) in the last 24 hours, for an unknown address alike: the code path is closed, right code or not, until the oldest of them is 24 hours old (`Retry-After`); the link’s token still works',
+		detail: 'Too many wrong codes for this address; use the link in the mail, or try a code again later',
+	},
 	'internal-error': { when: 'an unexpected error; the body carries only the request id, the log has the rest', detail: 'An internal error occurred (request id 0193f1c2-7a5e-7c3b-9d2e-5f6a7b8c9d0e)' },
 	'service-unavailable': { when: 'the database is unreachable; `Retry-After` says when to retry', detail: 'The database is unreachable; try again shortly' },
 	'invalid-code': {

@@ -34,6 +34,7 @@ export const PROBLEM_KINDS = {
 	'validation-error': { status: 422, title: 'Validation failed' },
 	'rate-limited': { status: 429, title: 'Too many requests' },
 	'login-locked': { status: 429, title: 'Login temporarily locked' },
+	'too-many-codes': { status: 429, title: 'Too many wrong codes' },
 	'internal-error': { status: 500, title: 'Internal server error' },
 	'service-unavailable': { status: 503, title: 'Service unavailable' },
 	'mail-unavailable': { status: 503, title: 'Mail unavailable' },

@@ -135,13 +135,13 @@ export const reauthentication = ({ auth, factors, email, guard, jwt }: Reauthent
 				body: AuthModel.reauthentication,
 				response: {
 					200: Envelope(AuthModel.tokens),
-					...problemResponses(400, 'invalid-code', 'invalid-credentials', 'invalid-second-factor', 403, 409, 413, 415, 422, 'rate-limited', 'login-locked', 503),
+					...problemResponses(400, 'invalid-code', 'invalid-credentials', 'invalid-second-factor', 403, 409, 413, 415, 422, 'rate-limited', 'login-locked', 'too-many-codes', 503),
 				},
 				detail: {
 					operationId: 'reauthenticate',
 					summary: 'Prove again that it is the session’s owner (a “sudo” check)',
 					description:
-						'With the password, a TOTP or recovery code, a passkey (options from POST /auth/reauthentication/challenges) or a code mailed by that route (accounts with neither password nor factor). Answers the login body for the same session: `sid` unchanged, a fresh `auth_time`, and a new refresh token (the old one counts as rotated). For REAUTHENTICATION_SECONDS (default 300) the session may add or change a way in (factors, identities, password and email without `currentPassword`). A second factor also raises the session to `aal2`. Wrong answers count toward the same lockouts as sign-in, and the route counts against the `/auth` budget.',
+						'With the password, a TOTP or recovery code, a passkey (options from POST /auth/reauthentication/challenges) or a code mailed by that route (accounts with neither password nor factor). Answers the login body for the same session: `sid` unchanged, a fresh `auth_time`, and a new refresh token (the old one counts as rotated). For REAUTHENTICATION_SECONDS (default 300) the session may add or change a way in (factors, identities, password and email without `currentPassword`). A second factor also raises the session to `aal2`. Wrong answers count toward the same lockouts as sign-in, and the route counts against the `/auth` budget. Mailed codes: after 10 wrong ones for the account in any 24 hours, 429 `too-many-codes` with `Retry-After`.',
 				},
 			},
 		)

@@ -1,4 +1,4 @@
-import { and, desc, eq, gt, inArray, isNull, sql } from 'drizzle-orm'
+import { and, desc, eq, getTableColumns, gt, inArray, isNull, sql } from 'drizzle-orm'
 import type { Config } from '../../config/env'
 import type { Database } from '../../db/client'
 import { sqlState } from '../../db/client'
@@ -17,6 +17,7 @@ import { revokeUserSessions, type Queryable } from '../auth/sessions'
 import { removeRecentWaysNotAddedAtAal2, removeWaysAddedUnverified, waysInOf } from '../auth/ways-in'
 import { normalizeEmail, userChangeEvents } from '../users/service'
 import { recordWebhookEvents } from '../webhooks/outbox'
+import { admitCodeTry, purgeCodeFailures, tooManyCodes, wrongCodesSince, type CodeKind } from './code-limit'
 import { hashCode, hashLinkToken, inWords, mailThrottleKey, newCode, newLinkToken, sameDigest } from './tokens'
 
 export type TokenPurpose = EmailTokenRow['purpose']
@@ -28,8 +29,14 @@ export const MAIL_REQUEST_QUEUE = 'mail-request'
 /** A reauthentication code by mail lives this long: it is typed into the page that asked for it, at once. */
 export const REAUTHENTICATION_CODE_SECONDS = 600
 
-/** Wrong tries a code survives; the fifth wrong one voids it. */
+/** Wrong tries a code survives; the fifth wrong one voids it (and its link). */
 export const CODE_ATTEMPTS = 5
+
+/** What a code is compared with where an address has no live code: no 6 digits hash to its digest. */
+const DECOY = { id: '00000000-0000-0000-0000-000000000000', codeHash: hashCode('00000000-0000-0000-0000-000000000000', 'no code') }
+
+/** Whose count of wrong codes a token's purpose shares: each route's (verification and email change share theirs). */
+const codeKindOf = (purpose: TokenPurpose): CodeKind => (purpose === 'email-change' ? 'verification' : purpose)
 
 /** A proof presented at /auth/email-verifications or /auth/password-resets: the link's token, or the address and its code. */
 export type Proof = { token: string } | { email: string; code: string }
@@ -144,7 +151,7 @@ export class EmailService {
 	/** POST /auth/email-verifications: proves the address (the account's, or a pending change's, which then applies). */
 	async verifyEmail(proof: Proof, client: ClientInfo): Promise<UserRow> {
 		const outcome = await this.deps.db.transaction(async (tx) => {
-			const checked = await this.checkProof(tx, proof, ['verification', 'email-change'])
+			const checked = await this.checkProof(tx, proof, 'verification', ['verification', 'email-change'])
 			if (checked.kind !== 'valid') return checked
 			const { row } = checked
 			const user = await lockActiveUser(tx, eq(users.id, row.userId))
@@ -190,7 +197,7 @@ export class EmailService {
 		const { db, hasher, lockout, audit } = this.deps
 		const weakness = this.deps.passwordProblem(password)
 		if (weakness) throw new ValidationFailed([weakness])
-		const checked = await db.transaction((tx) => this.checkProof(tx, proof, ['recovery']))
+		const checked = await db.transaction((tx) => this.checkProof(tx, proof, 'recovery', ['recovery']))
 		if (checked.kind !== 'valid') return this.refuse(checked, client)
 		const passwordHash = await hasher.hash(password)
 		const outcome = await db.transaction(async (tx) => {
@@ -257,7 +264,7 @@ export class EmailService {
 	 * session's renewal, when it is right. Refused codes throw as every mailed code does.
 	 */
 	async checkReauthenticationCode(user: UserRow, code: string, client: ClientInfo): Promise<(tx: Tx) => Promise<boolean>> {
-		const checked = await this.deps.db.transaction((tx) => this.checkProof(tx, { email: user.email, code }, ['reauthentication']))
+		const checked = await this.deps.db.transaction((tx) => this.checkProof(tx, { email: user.email, code }, 'reauthentication', ['reauthentication']))
 		if (checked.kind !== 'valid' || checked.row.userId !== user.id) return this.refuse(checked.kind === 'valid' ? { kind: 'invalid' } : checked, client)
 		const { id } = checked.row
 		return async (tx) =>
@@ -276,7 +283,14 @@ export class EmailService {
 	}
 
 	/** Audits a refused proof and throws its problem. */
-	private async refuse(outcome: { kind: 'invalid' | 'expired'; purpose?: TokenPurpose; userId?: string; voided?: boolean }, client: ClientInfo): Promise<never> {
+	private async refuse(
+		outcome: { kind: 'invalid' | 'expired'; purpose?: TokenPurpose; userId?: string; voided?: boolean } | { kind: 'too-many-codes'; codeKind: CodeKind; retryAfterSeconds: number },
+		client: ClientInfo,
+	): Promise<never> {
+		if (outcome.kind === 'too-many-codes') {
+			await this.deps.audit.record('code.rejected', client, { details: { reason: outcome.kind, purpose: outcome.codeKind } })
+			throw tooManyCodes(outcome.retryAfterSeconds)
+		}
 		await this.deps.audit.record('code.rejected', client, {
 			subjectId: outcome.userId,
 			details: { reason: outcome.kind, purpose: outcome.purpose ?? null, ...(outcome.voided ? { codeVoided: true } : {}) },
@@ -284,11 +298,21 @@ export class EmailService {
 		throw outcome.kind === 'expired' ? codeExpired() : invalidCode()
 	}
 
+	/** Deletes wrong codes that count no more (older than 24 hours and than any live code); returns how many went. */
+	purgeCodeFailures(): Promise<number> {
+		const { verificationTtlSeconds, recoveryTtlSeconds } = this.deps.settings
+		return purgeCodeFailures(this.deps.db, Math.max(verificationTtlSeconds, recoveryTtlSeconds, REAUTHENTICATION_CODE_SECONDS))
+	}
+
 	/**
 	 * Finds the token row a proof names, locked. A link token is found by its hash; a code by the address it
-	 * went to, among that address's live rows (a wrong code counts against each, and the fifth voids it).
+	 * went to, among that address's live rows, once the address's count of wrong codes of this kind admits
+	 * another try (10 in any 24 hours). A wrong code is one row in code_failures, and that is all it writes:
+	 * a code's own five tries are counted from there (the wrong codes of its kind and address since it was
+	 * made), so that an address with a live code and one without (unknown, or no mail asked) cost the same
+	 * statements, rows written and hashes (a decoy stands in for the missing row).
 	 */
-	private async checkProof(tx: Tx, proof: Proof, purposes: TokenPurpose[]) {
+	private async checkProof(tx: Tx, proof: Proof, codeKind: CodeKind, purposes: TokenPurpose[]) {
 		const now = new Date()
 		if ('token' in proof) {
 			const [row] = await tx
@@ -297,15 +321,22 @@ export class EmailService {
 				.where(and(eq(emailTokens.tokenHash, hashLinkToken(proof.token)), inArray(emailTokens.purpose, purposes)))
 				.for('update')
 			if (!row || row.usedAt || row.voidedAt) return { kind: 'invalid' as const, purpose: row?.purpose, userId: row?.userId }
+			// Five wrong codes void the link as well: the proof is under attack.
+			if ((await wrongCodesSince(tx, codeKindOf(row.purpose), row.email, row.createdAt)) >= CODE_ATTEMPTS)
+				return { kind: 'invalid' as const, purpose: row.purpose, userId: row.userId }
 			if (row.expiresAt <= now) return { kind: 'expired' as const, purpose: row.purpose, userId: row.userId }
 			return { kind: 'valid' as const, row }
 		}
-		const live = await tx
-			.select()
+		const address = normalizeEmail(proof.email)
+		const admitted = await admitCodeTry(tx, codeKind, address)
+		if (!admitted.admitted) return { kind: 'too-many-codes' as const, codeKind, retryAfterSeconds: admitted.retryAfterSeconds }
+		// Read without a lock, so that a wrong code locks no row an unknown address would not.
+		const rows = await tx
+			.select({ ...getTableColumns(emailTokens), wrongTries: admitted.wrongSinceIssued })
 			.from(emailTokens)
 			.where(
 				and(
-					eq(emailTokens.email, normalizeEmail(proof.email)),
+					eq(emailTokens.email, address),
 					inArray(emailTokens.purpose, purposes),
 					isNull(emailTokens.usedAt),
 					isNull(emailTokens.voidedAt),
@@ -313,20 +344,19 @@ export class EmailService {
 				),
 			)
 			.orderBy(desc(emailTokens.createdAt))
-			.for('update')
-		// Every live row is compared, match or not, so the time taken says nothing about which one matched.
-		const matches = live.map((row) => sameDigest(hashCode(row.id, proof.code), row.codeHash))
-		const row = live[matches.indexOf(true)]
-		if (row) return { kind: 'valid' as const, row }
-		let voided = false
-		for (const candidate of live) {
-			const exhausted = candidate.codeAttempts + 1 >= CODE_ATTEMPTS
-			voided ||= exhausted
-			await tx
-				.update(emailTokens)
-				.set({ codeAttempts: candidate.codeAttempts + 1, voidedAt: exhausted ? now : null })
-				.where(eq(emailTokens.id, candidate.id))
+		const live = rows.filter((row) => row.wrongTries < CODE_ATTEMPTS)
+		// Every live row is compared, match or not, so the time taken says nothing about which one matched, and a
+		// decoy that no code matches stands in when there is none.
+		const matches = (live.length > 0 ? live : [DECOY]).map((row) => sameDigest(hashCode(row.id, proof.code), row.codeHash))
+		const match = live[matches.indexOf(true)]
+		if (match) {
+			// Locked now and checked again: a link or a newer mail may have spent or voided it meanwhile.
+			const [row] = await tx.select().from(emailTokens).where(eq(emailTokens.id, match.id)).for('update')
+			if (row && !row.usedAt && !row.voidedAt && row.expiresAt > now) return { kind: 'valid' as const, row }
+			return { kind: 'invalid' as const, purpose: match.purpose, userId: match.userId }
 		}
+		await admitted.failed()
+		const voided = live.some((row) => row.wrongTries + 1 >= CODE_ATTEMPTS)
 		return { kind: 'invalid' as const, purpose: live[0]?.purpose, userId: live[0]?.userId, voided }
 	}
 
