@@ -63,7 +63,11 @@ const EXAMPLE_ID = '0193f1c2-7a5e-7c3b-9d2e-5f6a7b8c9d0e'
 const REASONS: Record<string, string> = { '200': 'OK', '201': 'Created', '204': 'No Content' }
 
 const TAGS = [
-	{ name: 'Authentication', description: 'Log in, refresh the token pair (rotation), log out.' },
+	{
+		name: 'Authentication',
+		description:
+			'Log in, refresh the token pair (rotation), log out; prove again that it is the session’s owner (POST /auth/reauthentication) before adding or changing a way in. A way in is the password, a second factor, a linked identity or the address that receives recovery mail: adding one needs a check within REAUTHENTICATION_SECONDS; a proved address removes what was added while it was not; recovery removes recent passkeys and identities not added at `aal2`; each change sends the owner a notice.',
+	},
 	{ name: 'Users', description: 'Accounts: sign-up, reading and editing, deactivation, sessions. `{id}` may be `me`.' },
 	{ name: 'Email', description: 'Verification, recovery and email change: mails with a link and a 6-digit code, sent in the background.' },
 	{
