@@ -10,6 +10,7 @@ import { AppError, Conflict, NotFound } from '../../http/problem'
 import type { AuditLog, ClientInfo } from '../audit/service'
 import type { AuthService, IssuedSession, SecondFactorOwed } from '../auth/service'
 import { PROVIDER_ONLY, requireRecentAuthentication, type Caller, type Queryable } from '../auth/sessions'
+import { provenanceAal } from '../auth/ways-in'
 import { issueMfaToken, mustHaveFactor, secondFactorMethods, type FactorsService } from '../factors/service'
 import { isEmailAddress, NAME_MAX_LENGTH } from '../users/model'
 import { insertUser, normalizeEmail, userChangeEvents } from '../users/service'
@@ -74,6 +75,8 @@ export interface ProviderSignInDeps {
 	stepUp: Pick<FactorsService, 'requireStepUp'>
 	/** REAUTHENTICATION_SECONDS: how recent a check must be to link an identity. */
 	reauthenticationSeconds: number
+	/** RECOVERY_REVIEW_SECONDS: a factor added at aal1 this recently lends no aal2 to a link. */
+	recoveryReviewSeconds: number
 	/** A notice to the account's address of every identity linked or unlinked. */
 	notices: Pick<WayInNotices, 'queue'>
 }
@@ -138,7 +141,8 @@ export class ProviderSignIn {
 		const configuration = await this.deps.directory.configuration(provider).catch((error: unknown) => {
 			throw error instanceof ProviderUnavailable ? new AppError('provider-unavailable', 'The identity provider could not be reached; try again later', { headers: { 'retry-after': '30' } }) : error
 		})
-		return this.newFlow(provider, configuration, input, { browserHash: null, linkUserId: caller.user.id, linkAal: caller.assurance.aal }, requestOrigin)
+		const linkAal = await provenanceAal(this.deps.db, caller, this.deps.recoveryReviewSeconds)
+		return this.newFlow(provider, configuration, input, { browserHash: null, linkUserId: caller.user.id, linkAal }, requestOrigin)
 	}
 
 	private async newFlow(
