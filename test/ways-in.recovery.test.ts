@@ -11,10 +11,10 @@ import { createTestDatabase, type TestDatabase } from './support/database'
 import { enrollTotp, loginWithTotp } from './support/factors'
 import { login, PASSWORD, signUp, signUpAdmin, uniqueEmail } from './support/fixtures'
 import { loggedMail, proofOf, signUpVerified } from './support/mail'
-import { TestOpenIdProvider } from './support/oidc-provider'
+import { FlowBrowser, pkcePair, TestOpenIdProvider } from './support/oidc-provider'
 import { SoftAuthenticator } from './support/soft-authenticator'
 import { WebhookReceiver } from './support/webhook-receiver'
-import { accountOf, addPasskey, eventsOf, linkIdentity, mailsTo, OWNER_PASSWORD, providerSignIn, recoverByMail, waitForMails } from './support/ways-in'
+import { accountOf, addPasskey, CALLBACK_PAGE, eventsOf, linkIdentity, mailsTo, OWNER_PASSWORD, providerSignIn, recoverByMail, waitForMails } from './support/ways-in'
 
 setDefaultTimeout(60_000)
 
@@ -123,6 +123,36 @@ describe('pre-account hijacking (Sudhodanan and Paverd, USENIX Security 2022)', 
 		const again = await providerSignIn(t, alpha, 'alpha', { sub, email: victimEmail, email_verified: false })
 		expect(again.code).toBeNull()
 		expect(again.landed.searchParams.get('error')).toBe('account-exists')
+	})
+
+	test('a link the attacker started before the recovery and finishes after it links nothing', async () => {
+		const victimEmail = uniqueEmail('victim-late-link')
+		const attacker = await signUp(t, { email: victimEmail, password: 'the attacker’s password' })
+		const sub = `late-${crypto.randomUUID()}`
+		// The authorization URL is taken while the attacker's session is fresh; the provider step waits.
+		const { started, finish } = await linkIdentity(t, attacker, alpha, 'alpha', { sub, email: uniqueEmail('late'), email_verified: true })
+		expect(started.status).toBe(200)
+		expect((await recoverByMail(t, victimEmail)).status).toBe(200)
+		const { landed, exchanged } = await finish()
+		expect(landed.searchParams.get('error')).toBe('invalid-state')
+		expect(exchanged).toBeUndefined()
+		const victim = await ownerSignsIn(victimEmail)
+		expect(await identitiesOf(victim.accessToken)).toEqual([])
+	})
+
+	test('a link code the attacker got before the owner proved the address is refused after it', async () => {
+		const account = await signUp(t)
+		const { token } = proofOf(await loggedMail(t, account.email, 10_000, 'verification'))
+		const { verifier, challenge } = pkcePair()
+		const started = await t.call('POST', '/api/users/me/identities', { json: { provider: 'alpha', redirectTo: CALLBACK_PAGE, codeChallenge: challenge }, token: account.accessToken })
+		alpha.signInAs = { sub: `early-${account.id}` }
+		const landed = await new FlowBrowser(t.app).follow(started.body.data.authorizationUrl, alpha.issuer)
+		const code = landed.searchParams.get('code')
+		expect(code).not.toBeNull()
+		expect((await t.call('POST', '/api/auth/email-verifications', { json: { token } })).status).toBe(200)
+		const exchanged = await t.call('POST', '/api/auth/sessions', { json: { code, codeVerifier: verifier } })
+		expect(exchanged.body).toEqual(problem('invalid-code', 400, '/api/auth/sessions', 'The code is unknown, used, expired, or not for this code verifier: sign in again'))
+		expect(await t.database.handle.db.select().from(identities).where(eq(identities.userId, account.id))).toEqual([])
 	})
 })
 
