@@ -19,6 +19,7 @@ import m0015 from '../../drizzle/0015_queue_autovacuum.sql' with { type: 'text' 
 import m0016 from '../../drizzle/0016_ways_in.sql' with { type: 'text' }
 import m0017 from '../../drizzle/0017_mfa_token_amr.sql' with { type: 'text' }
 import m0018 from '../../drizzle/0018_code_failures.sql' with { type: 'text' }
+import m0019 from '../../drizzle/0019_link_session.sql' with { type: 'text' }
 import type { Database } from './client'
 
 /**
@@ -45,6 +46,7 @@ const MIGRATION_SQL: Record<string, string> = {
 	'0016_ways_in': m0016,
 	'0017_mfa_token_amr': m0017,
 	'0018_code_failures': m0018,
+	'0019_link_session': m0019,
 }
 
 export interface Migration {

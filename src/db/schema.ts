@@ -341,6 +341,8 @@ export const oidcFlows = pgTable(
 		// The account a link flow adds the identity to, and the assurance of the session that asked.
 		linkUserId: uuid('link_user_id').references(() => users.id),
 		linkAal: text('link_aal', { enum: ['aal1', 'aal2'] }),
+		// The session that asked: the link completes only while it lives (a recovery or a proved address ends it).
+		linkSessionId: uuid('link_session_id').references(() => sessions.id, { onDelete: 'cascade' }),
 		provider: text('provider').notNull(),
 		nonce: text('nonce').notNull(),
 		// The PKCE verifier towards the provider: needed once, at the callback.
@@ -370,6 +372,7 @@ export const signInCodes = pgTable(
 		linkSubject: text('link_subject'),
 		linkEmail: text('link_email'),
 		linkAal: text('link_aal', { enum: ['aal1', 'aal2'] }),
+		linkSessionId: uuid('link_session_id').references(() => sessions.id, { onDelete: 'cascade' }),
 		expiresAt: timestamp('expires_at', { withTimezone: true, precision: 3 }).notNull(),
 		usedAt: timestamp('used_at', { withTimezone: true, precision: 3 }),
 	},

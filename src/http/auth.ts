@@ -83,7 +83,9 @@ export const authGuard = ({ db, keys, jwt, mfaRequired = 'off' }: AuthGuardDeps)
 		const { sub, sid, jti } = claims
 		if (typeof sub !== 'string' || typeof sid !== 'string' || typeof jti !== 'string' || !UUID.test(sid) || !UUID.test(sub))
 			throw refusedToken()
-		const caller = await findCaller({ sub, sid, jti })
+		// A token without `auth_time` (none is issued so) shows no check at all.
+		const authTime = typeof claims.auth_time === 'number' && Number.isFinite(claims.auth_time) ? claims.auth_time : 0
+		const caller = await findCaller({ sub, sid, jti, authTime })
 		if (!caller) throw refusedToken()
 		return caller
 	}

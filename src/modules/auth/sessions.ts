@@ -182,10 +182,13 @@ export function callerFinder(db: Database, mfaRequired: Config['mfa']['required'
 		.limit(1)
 		.prepare(mfaRequired === 'off' ? 'latchkey_find_caller' : 'latchkey_find_caller_mfa')
 
-	return async (claims: { sid: string; sub: string; jti: string }): Promise<Caller | undefined> => {
+	return async (claims: { sid: string; sub: string; jti: string; authTime: number }): Promise<Caller | undefined> => {
 		const [row] = await lookup.execute({ sid: claims.sid, sub: claims.sub })
 		if (!row || row.supersededAccessTokenIds.includes(claims.jti)) return undefined
-		const { amr, aal, authenticatedAt } = row
+		const { amr, aal } = row
+		// The check a token can show is the one it was issued after (its `auth_time`): a token taken before
+		// the owner proved the session again gains nothing from that proof.
+		const authenticatedAt = new Date(Math.min(row.authenticatedAt.getTime(), claims.authTime * 1000))
 		// Held to enrolment: a factor is owed and this session has not used one (none exists, or it came later).
 		const enrollmentOnly = mustHaveFactor(mfaRequired, row.user.role) && !('hasActiveFactor' in row && row.hasActiveFactor && aal === 'aal2')
 		return { user: row.user, sessionId: claims.sid, assurance: { amr, aal, enrollmentOnly }, authenticatedAt }

@@ -4,7 +4,7 @@ import type { WayIn, WayInChange } from '../../mail/notices'
 import { toFactorResource } from '../factors/model'
 import { toIdentityResource } from '../oidc/model'
 import { recordWebhookEvents } from '../webhooks/outbox'
-import type { Queryable } from './sessions'
+import type { Caller, Queryable } from './sessions'
 
 /**
  * The rules that undo an intruder's way in (API.md "Ways in, and proof that it is really the owner"). Each
@@ -36,6 +36,31 @@ export function removeRecentWaysNotAddedAtAal2(tx: Queryable, userId: string, re
 		and(eq(factors.type, 'webauthn'), eq(factors.addedAal, 'aal1'), gt(factorAddedAt, since)),
 		and(eq(identities.addedAal, 'aal1'), gt(identities.createdAt, since)),
 	)
+}
+
+/**
+ * The assurance a way in added now is recorded with, for the review above: the session's, except that aal2
+ * proves nothing while the account holds a factor added at aal1 within `reviewSeconds`. That factor may be
+ * what gave the session its aal2 (its own activation raises the session that added it, and it signs in new
+ * ones), so an intruder with a password could otherwise add one factor at aal1 and every later one at aal2,
+ * out of the recovery's reach. What stands on a way in under review is under review too.
+ */
+export async function provenanceAal(db: Queryable, caller: Caller, reviewSeconds: number): Promise<'aal1' | 'aal2'> {
+	if (caller.assurance.aal !== 'aal2' || reviewSeconds <= 0) return caller.assurance.aal
+	const since = sql`now() - ${reviewSeconds} * interval '1 second'`
+	const [unproved] = await db
+		.select({ id: factors.id })
+		.from(factors)
+		.where(
+			and(
+				eq(factors.userId, caller.user.id),
+				eq(factors.status, 'active'),
+				eq(factors.addedAal, 'aal1'),
+				gt(sql`coalesce(${factors.activatedAt}, ${factors.createdAt})`, since),
+			),
+		)
+		.limit(1)
+	return unproved ? 'aal1' : 'aal2'
 }
 
 async function removeWaysIn(tx: Queryable, userId: string, whichFactors: SQL | undefined, whichIdentities: SQL | undefined): Promise<WayInChange[]> {

@@ -96,7 +96,7 @@ export const factorsModule = ({ factors, users, guard }: FactorsModuleDeps) =>
 					operationId: 'activateFactor',
 					summary: 'Prove a pending factor: a TOTP code, or the passkey’s registration response',
 					description:
-						'The account’s first active factor answers 10 recovery codes, shown this once, and raises the calling session to `aal2` (its next refreshed access token says so).',
+						'The account’s first active factor answers 10 recovery codes, shown this once, and raises the calling session to `aal2` (its next refreshed access token says so). For a recovery’s review (RECOVERY_REVIEW_SECONDS) a way in added at `aal2` counts as added without a second factor while the account holds a factor that was itself added so within that time: an aal2 the session gave itself proves nothing.',
 				},
 			},
 		)

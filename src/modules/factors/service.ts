@@ -20,6 +20,7 @@ import type { LoginLockout, PasswordAttempt } from '../auth/lockout'
 import type { AuthService, IssuedSession } from '../auth/service'
 import { recordLoginLocked } from '../users/service'
 import { requireRecentAuthentication, type Caller, type Queryable, type SessionAssurance } from '../auth/sessions'
+import { provenanceAal } from '../auth/ways-in'
 import { hashMfaToken, hashRecoveryCode, newMfaToken, newRecoveryCode, RECOVERY_CODE_COUNT } from './codes'
 import { matchingStep, newTotpSecret, totpQrCodeSvg, totpUri } from './totp'
 import { toFactorResource } from './model'
@@ -45,6 +46,8 @@ export interface FactorsServiceDeps {
 	settings: Config['mfa']
 	/** REAUTHENTICATION_SECONDS: how recent a check must be to add a factor. */
 	reauthenticationSeconds: number
+	/** RECOVERY_REVIEW_SECONDS: a factor added at aal1 this recently lends no aal2 to what is added after it. */
+	recoveryReviewSeconds: number
 	/** A notice to the account's address of every factor added or removed. */
 	notices: Pick<WayInNotices, 'queue'>
 	log: Logger
@@ -226,7 +229,7 @@ export class FactorsService {
 					activatedAt: sql`now()`,
 					// What the rules that undo an intruder's way in look at (see the factors table).
 					addedUnverified: caller.user.emailVerifiedAt === null,
-					addedAal: caller.assurance.aal,
+					addedAal: await provenanceAal(tx, caller, this.deps.recoveryReviewSeconds),
 				})
 				.where(and(eq(factors.id, pending.id), eq(factors.status, 'pending')))
 				.returning()

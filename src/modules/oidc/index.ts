@@ -116,7 +116,7 @@ export const identitiesModule = ({ signIn, users, guard }: { signIn: ProviderSig
 					operationId: 'linkProvider',
 					summary: 'Start linking a provider to the signed-in account',
 					description:
-						'The frontend keeps the PKCE verifier of `codeChallenge`. After the provider, the browser lands on `redirectTo` with `code`; POST /auth/sessions with the code and the verifier links the identity (and signs in). An identity already linked to another account ends with `error=identity-in-use`. A way in: needs a session signed in or checked (POST /auth/reauthentication) within REAUTHENTICATION_SECONDS (default 5 minutes), else 403 `reauthentication-required`, and `aal2` once the account has a second factor. Linking sends a notice to the account’s address.',
+						'The frontend keeps the PKCE verifier of `codeChallenge`. After the provider, the browser lands on `redirectTo` with `code`; POST /auth/sessions with the code and the verifier links the identity (and signs in). An identity already linked to another account ends with `error=identity-in-use`. The link completes only while the session that started it lives: one revoked meanwhile (a logout, a recovery, a proved address) ends the flow with `error=invalid-state`, or its code with `400 invalid-code`. A way in: needs a session signed in or checked (POST /auth/reauthentication) within REAUTHENTICATION_SECONDS (default 5 minutes), else 403 `reauthentication-required`, and `aal2` once the account has a second factor. Linking sends a notice to the account’s address.',
 				},
 			},
 		)

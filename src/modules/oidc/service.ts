@@ -5,11 +5,12 @@ import type { Config, OidcProviderSettings } from '../../config/env'
 import { isDatabaseUnavailable, loggableError, sqlState, type Database } from '../../db/client'
 import type { Logger } from '../../log'
 import type { WayInNotices } from '../../mail/notices'
-import { factors, identities, oidcFlows, signInCodes, users, type UserRow } from '../../db/schema'
+import { factors, identities, oidcFlows, sessions, signInCodes, users, type UserRow } from '../../db/schema'
 import { AppError, Conflict, NotFound } from '../../http/problem'
 import type { AuditLog, ClientInfo } from '../audit/service'
 import type { AuthService, IssuedSession, SecondFactorOwed } from '../auth/service'
 import { PROVIDER_ONLY, requireRecentAuthentication, type Caller, type Queryable } from '../auth/sessions'
+import { provenanceAal } from '../auth/ways-in'
 import { issueMfaToken, mustHaveFactor, secondFactorMethods, type FactorsService } from '../factors/service'
 import { isEmailAddress, NAME_MAX_LENGTH } from '../users/model'
 import { insertUser, normalizeEmail, userChangeEvents } from '../users/service'
@@ -74,6 +75,8 @@ export interface ProviderSignInDeps {
 	stepUp: Pick<FactorsService, 'requireStepUp'>
 	/** REAUTHENTICATION_SECONDS: how recent a check must be to link an identity. */
 	reauthenticationSeconds: number
+	/** RECOVERY_REVIEW_SECONDS: a factor added at aal1 this recently lends no aal2 to a link. */
+	recoveryReviewSeconds: number
 	/** A notice to the account's address of every identity linked or unlinked. */
 	notices: Pick<WayInNotices, 'queue'>
 }
@@ -138,14 +141,15 @@ export class ProviderSignIn {
 		const configuration = await this.deps.directory.configuration(provider).catch((error: unknown) => {
 			throw error instanceof ProviderUnavailable ? new AppError('provider-unavailable', 'The identity provider could not be reached; try again later', { headers: { 'retry-after': '30' } }) : error
 		})
-		return this.newFlow(provider, configuration, input, { browserHash: null, linkUserId: caller.user.id, linkAal: caller.assurance.aal }, requestOrigin)
+		const linkAal = await provenanceAal(this.deps.db, caller, this.deps.recoveryReviewSeconds)
+		return this.newFlow(provider, configuration, input, { browserHash: null, linkUserId: caller.user.id, linkAal, linkSessionId: caller.sessionId }, requestOrigin)
 	}
 
 	private async newFlow(
 		provider: OidcProviderSettings,
 		configuration: oidc.Configuration,
 		input: { redirectTo: string; codeChallenge: string },
-		binding: { browserHash: string | null; linkUserId: string | null; linkAal?: 'aal1' | 'aal2' },
+		binding: { browserHash: string | null; linkUserId: string | null; linkAal?: 'aal1' | 'aal2'; linkSessionId?: string },
 		requestOrigin: string,
 	): Promise<string> {
 		const state = randomToken()
@@ -251,6 +255,11 @@ export class ProviderSignIn {
 		const { db } = this.deps
 		const [user] = await db.select().from(users).where(eq(users.id, flow.linkUserId ?? ''))
 		if (!user || user.status !== 'active') return this.failure(flow.redirectTo, 'account-deactivated')
+		// The session that asked ended meanwhile (a logout, or the owner's recovery): its request ended with it.
+		if (!(await liveLinkSession(db, flow.linkSessionId, user.id))) {
+			await this.deps.audit.record('login.failed', client, { subjectId: user.id, details: { provider: provider.id, reason: 'session-ended' } })
+			return this.failure(flow.redirectTo, 'invalid-state')
+		}
 		const [taken] = await db
 			.select({ userId: identities.userId })
 			.from(identities)
@@ -274,6 +283,7 @@ export class ProviderSignIn {
 			linkSubject: link?.subject ?? null,
 			linkEmail: link?.email ?? null,
 			linkAal: link ? flow.linkAal : null,
+			linkSessionId: link ? flow.linkSessionId : null,
 			expiresAt: new Date(Date.now() + CODE_SECONDS * 1000),
 		})
 		return code
@@ -379,6 +389,8 @@ export class ProviderSignIn {
 			const { linkSubject } = spent
 			const provenance = { addedUnverified: user.emailVerifiedAt === null, addedAal: spent.linkAal ?? 'aal1' }
 			await db.transaction(async (tx) => {
+				// Held until the link commits: a recovery that revokes the session waits, and then reviews the identity.
+				if (!(await liveLinkSession(tx, spent.linkSessionId, user.id, true))) throw invalidSignInCode()
 				await linkIdentity(tx, { provider: spent.provider, subject: linkSubject, email: spent.linkEmail, userId: user.id, ...provenance })
 				await this.deps.notices.queue(tx, user, [{ way: 'identity', change: 'added', label: spent.provider }], client)
 			}).catch((error: unknown) => {
@@ -435,6 +447,17 @@ export class ProviderSignIn {
 	private failure(redirectTo: string, error: ProviderError) {
 		return withQuery(redirectTo, { error, error_description: DESCRIPTIONS[error] })
 	}
+}
+
+/** Whether the session that started a link flow is still live (locked FOR SHARE when `hold`, inside a transaction). */
+async function liveLinkSession(db: Queryable, sessionId: string | null, userId: string, hold = false): Promise<boolean> {
+	if (sessionId === null) return false
+	const live = db
+		.select({ id: sessions.id })
+		.from(sessions)
+		.where(and(eq(sessions.id, sessionId), eq(sessions.userId, userId), isNull(sessions.revokedAt), gt(sessions.expiresAt, sql`now()`)))
+	const [row] = hold ? await live.for('share') : await live
+	return row !== undefined
 }
 
 /** Links an identity to an account, with its `identity.linked` event (`tx` should be a transaction). */
