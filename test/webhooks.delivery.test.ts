@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
-import { eq, sql } from 'drizzle-orm'
-import { webhookAttempts, webhookDeliveries, webhookEvents } from '../src/db/schema'
+import { and, eq, gte, sql } from 'drizzle-orm'
+import { jobs, webhookAttempts, webhookDeliveries, webhookEvents } from '../src/db/schema'
 import { purgeWebhookLogStep } from '../src/modules/webhooks/delivery'
 import { recordWebhookEvents } from '../src/modules/webhooks/outbox'
 import { startTestApp, type TestApp } from './support/app'
@@ -324,4 +324,57 @@ describe('endpoint health', () => {
 		const user = await signUp(t)
 		await hooks.waitFor(createdFor(user))
 	})
+})
+
+describe('endpoints deleted meanwhile', () => {
+	test('sign-ups while subscribed endpoints are created and deleted all commit; deliveries go only to endpoints that exist', async () => {
+		const hooks = await receiver()
+		const { t, admin } = await app()
+		const kept = await subscribe(t, admin, hooks.url)
+		const since = new Date()
+		let signingUp = true
+		const churned: string[] = []
+		// Endpoints subscribed to the same event come and go while the sign-ups write it.
+		const churn = async () => {
+			while (signingUp) {
+				const endpoint = await subscribe(t, admin, `${hooks.url}/churn`)
+				churned.push(endpoint.id)
+				const deleted = await t.call('DELETE', `/api/webhooks/${endpoint.id}`, { token: admin.accessToken })
+				expect(deleted.status).toBe(200)
+			}
+		}
+		const churning = [churn(), churn(), churn()]
+		// Waves of parallel sign-ups, so that they overlap many creations and deletions.
+		const emails: string[] = []
+		const created: Awaited<ReturnType<typeof t.call>>[] = []
+		for (let wave = 0; wave < 8; wave++) {
+			const batch = Array.from({ length: 16 }, () => uniqueEmail('churn'))
+			emails.push(...batch)
+			created.push(...(await Promise.all(batch.map((email) => t.call('POST', '/api/users', { json: { email, password: 'correct horse battery staple' } })))))
+		}
+		signingUp = false
+		await Promise.all(churning)
+		expect(churned.length).toBeGreaterThan(10)
+		expect(created.filter((res) => res.status !== 201).map((res) => res.body)).toEqual([])
+
+		await hooks.waitFor((d) => d.event.type === 'user.created' && emails.includes(d.event.data.user.email), emails.length)
+		await t.app.decorator.webhookJobs.idle()
+		const { db } = database.handle
+		// Every sign-up committed with its event, delivered to the endpoint that stayed, once.
+		const toKept = await db
+			.select({ email: sql<string>`${webhookEvents.body}::jsonb #>> '{data,user,email}'` })
+			.from(webhookDeliveries)
+			.innerJoin(webhookEvents, eq(webhookEvents.id, webhookDeliveries.eventId))
+			.where(eq(webhookDeliveries.endpointId, kept.id))
+		expect(toKept.map((row) => row.email).filter((email) => emails.includes(email)).sort()).toEqual([...emails].sort())
+		// Nothing left of the deleted endpoints; every delivery job ended cleanly (a delivery gone with its endpoint is done).
+		expect(await db.select({ id: webhookDeliveries.id }).from(webhookDeliveries).where(sql`${webhookDeliveries.endpointId} <> ${kept.id}`)).toEqual([])
+		const unfinished = await db
+			.select({ outcome: jobs.outcome, lastError: jobs.lastError })
+			.from(jobs)
+			.where(and(eq(jobs.queue, 'webhook'), gte(jobs.createdAt, since), sql`${jobs.outcome} is distinct from 'done'`))
+		expect(unfinished).toEqual([])
+		expect(t.logs.filter((line) => /"level":"(warn|error|fatal)"/.test(line))).toEqual([])
+	})
+
 })
