@@ -1,5 +1,5 @@
 import { afterAll, afterEach, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
-import { and, eq, gte, sql } from 'drizzle-orm'
+import { and, desc, eq, gte, sql } from 'drizzle-orm'
 import { jobs, webhookAttempts, webhookDeliveries, webhookEvents } from '../src/db/schema'
 import { purgeWebhookLogStep } from '../src/modules/webhooks/delivery'
 import { recordWebhookEvents } from '../src/modules/webhooks/outbox'
@@ -377,4 +377,28 @@ describe('endpoints deleted meanwhile', () => {
 		expect(t.logs.filter((line) => /"level":"(warn|error|fatal)"/.test(line))).toEqual([])
 	})
 
+	test('an attempt in flight when its endpoint is deleted ends its job cleanly, once, without a retry', async () => {
+		const hooks = await receiver()
+		const { t, admin } = await app()
+		const endpoint = await subscribe(t, admin, hooks.url)
+		hooks.replies = ['hang']
+		await signUp(t)
+		const deadline = Date.now() + 10_000
+		while (hooks.mostHanging === 0 && Date.now() < deadline) await Bun.sleep(20)
+		expect(hooks.mostHanging).toBe(1)
+		const deleted = await t.call('DELETE', `/api/webhooks/${endpoint.id}`, { token: admin.accessToken })
+		expect(deleted.status).toBe(200)
+		// The receiver answers now: the attempt was made, but its delivery is gone.
+		await hooks.stop()
+		await t.app.decorator.webhookJobs.idle()
+		const { db } = database.handle
+		const rows = await db
+			.select({ outcome: jobs.outcome, attempts: jobs.attempts, lastError: jobs.lastError })
+			.from(jobs)
+			.where(eq(jobs.queue, 'webhook'))
+			.orderBy(desc(jobs.createdAt))
+			.limit(1)
+		expect(rows).toEqual([{ outcome: 'done', attempts: 1, lastError: null }])
+		expect(t.logs.filter((line) => /"level":"(warn|error|fatal)"/.test(line))).toEqual([])
+	})
 })
