@@ -279,6 +279,34 @@ describe('refused destinations at every attempt', () => {
 		expect(hooks.received).toHaveLength(0)
 	})
 
+	/** Each address in turn is what the endpoint's name resolves to at the attempt (it resolved to a public one when saved). */
+	async function refusedAtTheAttempt(env: Record<string, string>, addresses: string[], error: string) {
+		const hooks = await receiver()
+		let answer = { address: '93.184.215.14', family: 4 }
+		const { t, admin } = await app(env, { resolveHost: async () => [answer] })
+		for (const address of addresses) {
+			answer = { address: '93.184.215.14', family: 4 }
+			const endpoint = await subscribe(t, admin, `http://hooks.example.test:${hooks.port}/hooks`)
+			answer = { address, family: address.includes(':') ? 6 : 4 }
+			await signUp(t)
+			const refused = await deliveryOnceItIs(t, admin, endpoint.id, undefined, (d) => d.attempts.length >= 1)
+			const { statusCode, succeeded, error: said } = refused.attempts[0] ?? {}
+			expect({ address, statusCode, succeeded, error: said }).toEqual({ address, statusCode: null, succeeded: false, error: `destination refused: ${error}` })
+			await t.call('DELETE', `/api/webhooks/${endpoint.id}`, { token: admin.accessToken })
+		}
+		expect(hooks.received).toHaveLength(0)
+	}
+
+	test('an address that leads to loopback in another IPv6 spelling is refused at the attempt', () =>
+		refusedAtTheAttempt({ WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'false' }, ['64:ff9b::7f00:1', '::ffff:0:7f00:1', '2002:7f00:1::'], 'the host resolves to a loopback, private or link-local address'))
+
+	test('an address that leads to cloud metadata in any spelling is refused at the attempt, private networks allowed or not', () =>
+		refusedAtTheAttempt(
+			{ WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' },
+			['169.254.170.2', '::ffff:0:a9fe:a9fe', '64:ff9b::a9fe:aa02', '2002:a9fe:a9fe::', '::169.254.169.254'],
+			'the host resolves to a cloud metadata address',
+		))
+
 	test('a redirect is not followed: the attempt fails and the place it points to hears nothing', async () => {
 		const elsewhere = await receiver()
 		const hooks = await receiver()
