@@ -16,6 +16,7 @@ import m0012 from '../../drizzle/0012_identity_providers.sql' with { type: 'text
 import m0013 from '../../drizzle/0013_identity_links.sql' with { type: 'text' }
 import m0014 from '../../drizzle/0014_webhooks.sql' with { type: 'text' }
 import m0015 from '../../drizzle/0015_queue_autovacuum.sql' with { type: 'text' }
+import m0016 from '../../drizzle/0016_job_claims.sql' with { type: 'text' }
 import type { Database } from './client'
 
 /**
@@ -39,6 +40,7 @@ const MIGRATION_SQL: Record<string, string> = {
 	'0013_identity_links': m0013,
 	'0014_webhooks': m0014,
 	'0015_queue_autovacuum': m0015,
+	'0016_job_claims': m0016,
 }
 
 export interface Migration {

@@ -46,6 +46,8 @@ const SLOW_FOR_MS = 60_000
 /** One attempt's outcome, to be written with others in one transaction. */
 interface AttemptRecord {
 	jobId: string
+	/** The job's claim: the job is finished only while it still holds it. */
+	claimId: string
 	deliveryId: string
 	endpointId: string
 	outcome: AttemptOutcome
@@ -122,7 +124,7 @@ export class WebhookDelivery {
 		if (outcome.durationMs >= (this.deps.timeoutSeconds * 1000) / 2) this.slowUntil.set(endpointId, Date.now() + SLOW_FOR_MS)
 		else this.slowUntil.delete(endpointId)
 		const retryIn = outcome.succeeded ? undefined : this.retryDelay(job.attempts)
-		const recorded = await this.records.submit({ jobId: job.id, deliveryId, endpointId: found.endpoint.id, outcome, retryIn })
+		const recorded = await this.records.submit({ jobId: job.id, claimId: job.claimId, deliveryId, endpointId: found.endpoint.id, outcome, retryIn })
 		if (recorded.disabledNow) await this.endpointDisabled(found.endpoint.id)
 		if (!outcome.succeeded && !recorded.gone) throw new JobFailure(outcome.error ?? 'failed')
 		return JOB_FINISHED
@@ -151,7 +153,7 @@ export class WebhookDelivery {
 	 */
 	private async recordAttempts(all: AttemptRecord[]): Promise<RecordedAttempt[]> {
 		const { disableAfterSeconds } = this.deps
-		const ids = (records: AttemptRecord[], key: 'deliveryId' | 'endpointId' | 'jobId') => [...new Set(records.map((record) => record[key]))]
+		const ids = (records: AttemptRecord[], key: 'deliveryId' | 'endpointId' | 'jobId' | 'claimId') => [...new Set(records.map((record) => record[key]))]
 		const { kept, turnedOff } = await this.deps.db.transaction(async (tx) => {
 			await tx.execute(sql`set local synchronous_commit = off`)
 			await tx.select({ id: webhookEndpoints.id }).from(webhookEndpoints).where(inArray(webhookEndpoints.id, ids(all, 'endpointId'))).for('key share')
@@ -166,7 +168,9 @@ export class WebhookDelivery {
 				await tx
 					.update(jobs)
 					.set({ finishedAt: sql`now()`, outcome: 'done', payload: null, lockedUntil: null, lastError: null })
-					.where(inArray(jobs.id, ids(finished, 'jobId')))
+					// Claim ids are unique to a job's claim: a job another claim took meanwhile (this one stalled past its
+					// lease) is left to it, and finds the delivery as recorded here.
+					.where(and(inArray(jobs.id, ids(finished, 'jobId')), inArray(jobs.claimId, ids(finished, 'claimId'))))
 			if (batch.length === 0) return { kept, turnedOff: new Set<string>() }
 			await tx.insert(webhookAttempts).values(
 				batch.map(({ deliveryId, outcome }) => ({
