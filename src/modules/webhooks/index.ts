@@ -71,7 +71,12 @@ export const webhooksModule = ({ webhooks, guard }: WebhooksModuleDeps) =>
 			auth: ADMIN,
 			params: WebhookModel.idParams,
 			response: { 200: Envelope(WebhookModel.endpoint), ...problemResponses(401, 403, 404, 422, 429) },
-			detail: { operationId: 'deleteWebhook', summary: 'Delete a webhook endpoint and its delivery log (admins)' },
+			detail: {
+				operationId: 'deleteWebhook',
+				summary: 'Delete a webhook endpoint and its delivery log (admins)',
+				description:
+					'Deliveries still owed to it are dropped, an attempt in flight included. A change writing an event to it at that moment is never failed by the delete: the delete waits for it and drops its delivery too.',
+			},
 		})
 		.post(
 			'/:id/secrets',
