@@ -14,7 +14,7 @@ import { requestChecks, responseHeaders } from './http/security'
 import type { Logger } from './log'
 import { auditModule } from './modules/audit'
 import { AuditLog } from './modules/audit/service'
-import { authModule } from './modules/auth'
+import { authModule, reauthentication } from './modules/auth'
 import { docs } from './modules/docs'
 import type { TokenKeys } from './modules/auth/keys'
 import { LoginLockout } from './modules/auth/lockout'
@@ -26,6 +26,7 @@ import { health } from './modules/health'
 import { jwks } from './modules/health/jwks'
 import { BackgroundJobs, backgroundJobs, JobWorker } from './jobs/worker'
 import { createMailer, sendMailJob } from './mail/mailer'
+import { WayInNotices } from './mail/notices'
 import { MailTemplates } from './mail/templates'
 import { emailModule } from './modules/email'
 import { EmailService, MAIL_QUEUE, MAIL_REQUEST_QUEUE } from './modules/email/service'
@@ -113,6 +114,8 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 	const lockout = new LoginLockout(store, config.lockout)
 	const dataKeys = givenDataKeys ?? DataKeys.from(config.dataKeys, log)
 	const mailer = createMailer(config.mail, log)
+	const mailTemplates = templates ?? new MailTemplates(config.mail.templatesDir)
+	const notices = new WayInNotices({ templates: mailTemplates, appName: config.mail.appName, recoveryUrl: config.mail.recoveryUrl })
 	let wakeJobs = () => {}
 	const email = new EmailService({
 		db,
@@ -120,10 +123,11 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		hasher,
 		lockout,
 		mailer,
-		templates: templates ?? new MailTemplates(config.mail.templatesDir),
+		templates: mailTemplates,
 		settings: config.mail,
 		passwordProblem: (password) => passwordProblem(password, config.password.minLength),
 		wakeJobs: () => wakeJobs(),
+		notices,
 	})
 	const jobs = new JobWorker({
 		db,
@@ -182,6 +186,8 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		// Wrong second-factor codes are counted per account, apart from passwords, with the same settings and store.
 		lockout: new LoginLockout(store, config.lockout, 'mfa-lockout'),
 		settings: config.mfa,
+		reauthenticationSeconds: config.reauthenticationSeconds,
+		notices,
 		log,
 		sessions: auth,
 	})
@@ -195,6 +201,8 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		log,
 		sessions: auth,
 		stepUp: factors,
+		reauthenticationSeconds: config.reauthenticationSeconds,
+		notices,
 	})
 	const users = new UsersService({
 		db,
@@ -205,8 +213,10 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		email,
 		passwordMinLength: config.password.minLength,
 		signupEnabled: config.signupEnabled,
+		reauthenticationSeconds: config.reauthenticationSeconds,
+		notices,
 	})
-	const guard = authGuard({ db, keys, jwt: config.jwt })
+	const guard = authGuard({ db, keys, jwt: config.jwt, mfaRequired: config.mfa.required })
 	// A scraper holding the metrics token is the operator's own; anyone else's /metrics request is budgeted.
 	const metricsToken = config.metrics.token
 	const isAuthorizedScrape = (request: Request) =>
@@ -219,6 +229,7 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		.use(usersModule({ users, guard, db, audit }))
 		.use(authModule({ auth, guard, jwt: config.jwt }))
 		.use(secondFactorSignIn({ factors, guard, jwt: config.jwt }))
+		.use(reauthentication({ auth, factors, email, guard, jwt: config.jwt }))
 		.use(factorsModule({ factors, users, guard, jwt: config.jwt }))
 		.use(oidcModule({ signIn: providerSignIn, guard, jwt: config.jwt }))
 		.use(identitiesModule({ signIn: providerSignIn, users, guard }))
@@ -249,7 +260,7 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 				log,
 				retentionSeconds: config.sessions.retentionSeconds,
 				metrics: config.metrics.enabled ? metrics : undefined,
-				purgeSignInLeftovers: async () => (await factors.purgeExpired()) + (await providerSignIn.purgeExpired()),
+				purgeSignInLeftovers: async () => (await factors.purgeExpired()) + (await providerSignIn.purgeExpired()) + (await email.purgeCodeFailures()),
 			}),
 		)
 		.use(docs({ enabled: config.docsEnabled, path: DOCS_PATH }))

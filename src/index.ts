@@ -3,6 +3,7 @@ import { parseArgs } from 'node:util'
 import packageJson from '../package.json'
 import { createApp } from './app'
 import { ConfigError, EnvSchema, loadConfig, type Config } from './config/env'
+import { keepDevelopmentSecrets, SecretFileError } from './config/secret-file'
 import { compilePgliteWasm, openDatabase } from './db/client'
 import { migrate } from './db/migrate'
 import { createLogger, type Logger } from './log'
@@ -123,6 +124,13 @@ async function runMigrations(config: Config, log: Logger): Promise<number> {
 async function serve(config: Config, log: Logger): Promise<number> {
 	let keys: TokenKeys
 	try {
+		config = keepDevelopmentSecrets(config, log)
+	} catch (error) {
+		if (!(error instanceof SecretFileError)) throw error
+		console.error(`latchkey: configuration: ${error.message}`)
+		return EXIT.failure
+	}
+	try {
 		keys = await loadTokenKeys(config.jwt, log)
 	} catch (error) {
 		if (!(error instanceof KeyConfigError)) throw error
@@ -209,7 +217,8 @@ async function superviseWorkers(count: number, keys: TokenKeys, dataKeys: DataKe
 			env: {
 				...process.env,
 				[WORKER_MARK]: String(index + 1),
-				// A development secret made up by the primary must be the same in every worker.
+				// A secret the primary made up for itself (DATA_DIR=memory://) must be the same in every worker;
+				// one kept in DATA_DIR each worker reads from there.
 				...(keys.developmentSecret ? { JWT_SECRET: keys.developmentSecret } : {}),
 				...(dataKeys.developmentKey ? { DATA_ENCRYPTION_KEY: dataKeys.developmentKey } : {}),
 			},

@@ -63,11 +63,14 @@ describe('POST /api/auth/login', () => {
 			role: 'user',
 			amr: ['pwd'],
 			aal: 'aal1',
+			auth_time: expect.any(Number),
 			iat: expect.any(Number),
 			exp: expect.any(Number),
 			jti: expect.stringMatching(UUID),
 		})
 		expect(claims.exp).toBe((claims.iat as number) + 900)
+		// The sign-in is this session's last check of its owner (OpenID Connect's auth_time).
+		expect(Math.abs((claims.auth_time as number) - (claims.iat as number))).toBeLessThanOrEqual(1)
 		expect(claims.iat).toBeGreaterThanOrEqual(issuedNoEarlierThan)
 		// Each login is a new session with its own token id.
 		expect(claims.sid).not.toBe(account.sessionId)

@@ -64,6 +64,28 @@ describe('migrations', () => {
 		}
 	})
 
+	test('0017 drops "ext" (not an RFC 8176 value) from the amr of sessions stored before it, and keeps every other value', async () => {
+		const database = await createTestDatabase()
+		const { db } = database.handle
+		try {
+			const migration = bundledMigrations().find((m) => m.tag === '0017_mfa_token_amr')
+			if (!migration) throw new Error('0017 is not bundled')
+			const userId = Bun.randomUUIDv7()
+			await db.execute(sql`insert into users (id, email, password_hash) values (${userId}, ${`amr-${userId}@example.test`}, 'x')`)
+			const stored = [['ext'], ['pwd'], ['pwd', 'otp', 'mfa'], ['ext', 'otp', 'mfa']]
+			for (const amr of stored)
+				await db.execute(sql`insert into sessions (id, user_id, expires_at, amr) values (${Bun.randomUUIDv7()}, ${userId}, now() + interval '1 day', ${`{${amr.join(',')}}`}::text[])`)
+			// Its update again, as migrate() ran it (the column it adds is there already): rows written before it.
+			const update = migration.statements.find((statement) => statement.includes('UPDATE'))
+			if (!update) throw new Error('0017 has no UPDATE')
+			await db.execute(sql.raw(update))
+			const rows = rowsOf(await db.execute(sql`select amr from sessions where user_id = ${userId} order by id`))
+			expect(rows.map((row) => row.amr)).toEqual([[], ['pwd'], ['pwd', 'otp', 'mfa'], ['otp', 'mfa']])
+		} finally {
+			await database.drop()
+		}
+	})
+
 	test('the database enforces normalised, unique emails itself', async () => {
 		const database = await createTestDatabase()
 		try {

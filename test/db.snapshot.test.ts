@@ -86,6 +86,15 @@ describe('the database snapshot', () => {
 		expect(readdirSync(interrupted).filter((name) => name.startsWith('.latchkey-unpacking-'))).toEqual([])
 	})
 
+	test('a DATA_DIR that holds only the development keys (made before the database) is still unpacked into, keys kept', async () => {
+		const dataDir = join(folder, 'keys-first')
+		mkdirSync(join(dataDir, 'keys'), { recursive: true })
+		writeFileSync(join(dataDir, 'keys', 'jwt-secret'), 'kept')
+		expect(await unpackSnapshotIfEmpty(dataDir, snapshot)).toBe(true)
+		expect(readdirSync(dataDir)).toContain('PG_VERSION')
+		expect(readdirSync(join(dataDir, 'keys'))).toEqual(['jwt-secret'])
+	})
+
 	test('an unreadable snapshot costs only time: nothing is unpacked and the directory stays empty', async () => {
 		const dataDir = join(folder, 'unreadable')
 		mkdirSync(dataDir)

@@ -122,6 +122,13 @@ const OWN_BODIES: Record<string, (caller: Account) => Record<string, unknown> | 
 	},
 	createWebhook: () => ({ url: WEBHOOK_URL, events: ['user.created'], description: 'CRM sync' }),
 	replaceWebhook: () => ({ url: WEBHOOK_URL, events: ['user.reactivated', 'factor.added'], enabled: true }),
+	// The caller's own password: the check succeeds and renews the caller's session.
+	reauthenticate: (caller) => ({ password: caller.password }),
+	// Passkey options list the caller's passkeys: the caller gets one first.
+	createReauthenticationChallenge: async (caller) => {
+		if (caller.accessToken) await addPasskey(caller)
+		return { method: 'webauthn' }
+	},
 	linkProvider: () => ({ provider: 'test', redirectTo: 'http://localhost:5173/auth/callback', codeChallenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM' }),
 	// No body: the caller needs an active factor first.
 	regenerateRecoveryCodes: async (caller) => {
@@ -133,11 +140,16 @@ const OWN_BODIES: Record<string, (caller: Account) => Record<string, unknown> | 
 /** A fresh account with an active passkey on a software authenticator (the app's default RP: localhost, APP_URL's origin). */
 async function passkeyAccount() {
 	const account = await signUp(t)
+	return { account, authenticator: await addPasskey(account) }
+}
+
+/** An active passkey on a software authenticator for `account`. */
+async function addPasskey(account: Account) {
 	const authenticator = new SoftAuthenticator('http://localhost:5173', 'localhost')
 	const { factor, options } = (await t.call('POST', '/api/users/me/factors', { json: { type: 'webauthn' }, token: account.accessToken })).body.data
 	const activated = await t.call('POST', `/api/users/me/factors/${factor.id}/activation`, { json: { response: authenticator.register(options) }, token: account.accessToken })
 	expect(activated.status).toBe(200)
-	return { account, authenticator }
+	return authenticator
 }
 
 /** The query of a valid request: the required parameters of operations that have some, a page size for lists. */

@@ -5,7 +5,7 @@ import { factors, recoveryCodes } from '../src/db/schema'
 import { problem, startTestApp, type TestApp } from './support/app'
 import { awayFromStepBoundary, completeWithTotp, enrollTotp, loginWithTotp, passwordStep, totpCode } from './support/factors'
 import { jwtPayload, login, PASSWORD, signUp } from './support/fixtures'
-import { loggedMail, proofOf } from './support/mail'
+import { loggedMail, proofOf, signUpVerified } from './support/mail'
 
 setDefaultTimeout(30_000)
 
@@ -332,8 +332,9 @@ describe('aal2 for sensitive changes once a factor is active', () => {
 		expect(jwtPayload((await login(t, account.email)).accessToken).aal).toBe('aal1')
 	})
 
-	test('recovery by email resets the password but leaves the factor: the next login still asks for it', async () => {
-		const { account, recoveryCodes: codes } = await accountWithFactor()
+	test('recovery by email resets the password but leaves the factor (added after the address was proved): the next login still asks for it', async () => {
+		const account = await signUpVerified(t)
+		const { recoveryCodes: codes } = await enrollTotp(t, account)
 		expect((await t.call('POST', '/api/auth/recovery-requests', { json: { email: account.email } })).status).toBe(202)
 		const mail = await loggedMail(t, account.email, 10_000, 'recovery')
 		const { code } = proofOf(mail)

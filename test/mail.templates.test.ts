@@ -14,6 +14,9 @@ const inHtml = (value: string) =>
 	value.replace(/[&<>"'`=/]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;', '/': '&#x2F;', '`': '&#x60;', '=': '&#x3D;' })[c] as string)
 
 const SCRIPT = '<script>alert(1)</script>'
+const ZWSP = '\u200b'
+/** A name as every mail shows it: a zero-width space after each `.`, `:`, `/` and `@`, so no client makes a link of it. */
+const SHOWN = `<script>alert(1)</${ZWSP}script>`
 
 const view = (fields: Partial<MailView> = {}): MailView => ({
 	appName: 'Acme Vault',
@@ -63,11 +66,14 @@ describe('the built-in templates', () => {
 		})
 
 	test('the exact subjects of the built-in kinds', () => {
-		expect(MAIL_KINDS.map((kind) => templates.render(kind, view()).subject)).toEqual([
+		expect(MAIL_KINDS.map((kind) => templates.render(kind, view({ change: 'A passkey was added' })).subject)).toEqual([
 			'Confirm your email address for Acme Vault',
 			'Reset your Acme Vault password',
 			'Confirm your new email address for Acme Vault',
 			'Your Acme Vault email address is being changed',
+			'Your Acme Vault confirmation code',
+			'Acme Vault: A passkey was added',
+			'Your Acme Vault account was recovered: the ways in that remain',
 		])
 	})
 
@@ -85,18 +91,18 @@ describe('the built-in templates', () => {
 		expect(mail.html).toContain('<p>Hello,</p>')
 	})
 
-	test('a name is escaped in the HTML part and left as it is in the text part', () => {
+	test('a name is escaped in the HTML part and otherwise the same in the text part', () => {
 		const mail = templates.render('verification', view({ name: SCRIPT }))
 		expect(mail.html).not.toContain('<script>')
-		expect(mail.html).toContain(`Hello ${inHtml(SCRIPT)},`)
-		expect(mail.html).toContain('&lt;script&gt;alert(1)&lt;&#x2F;script&gt;')
-		expect(mail.text).toContain(`Hello ${SCRIPT},`)
+		expect(mail.html).toContain(`Hello ${inHtml(SHOWN)},`)
+		expect(mail.html).toContain(`&lt;script&gt;alert(1)&lt;&#x2F;${ZWSP}script&gt;`)
+		expect(mail.text).toContain(`Hello ${SHOWN},`)
 	})
 
 	test('a line break in a value never starts another header line of the subject', () => {
 		const custom = new MailTemplates(templatesDir({ 'recovery.subject': 'Hi {{name}}, reset your {{appName}} password' }))
 		const mail = custom.render('recovery', view({ name: 'Eve\r\nBcc: victim@example.test' }))
-		expect(mail.subject).toBe('Hi Eve Bcc: victim@example.test, reset your Acme Vault password')
+		expect(mail.subject).toBe(`Hi Eve Bcc:${ZWSP} victim@${ZWSP}example.${ZWSP}test, reset your Acme Vault password`)
 	})
 })
 
@@ -111,12 +117,16 @@ describe('MAIL_TEMPLATES_DIR', () => {
 		const templates = new MailTemplates(dir)
 		const recovery = templates.render('recovery', view({ name: SCRIPT }))
 		expect(recovery).toEqual({
-			subject: `Acme Vault: new password for ${SCRIPT}`,
-			text: `Dear ${SCRIPT},\nhttps://app.example.test/reset-password#token=AbC-123_xyz\ncode 042917\n`,
-			html: `<p>Dear ${inHtml(SCRIPT)}</p><a href="${inHtml('https://app.example.test/reset-password#token=AbC-123_xyz')}">go</a> <b>042917</b>`,
+			subject: `Acme Vault: new password for ${SHOWN}`,
+			text: `Dear ${SHOWN},\nhttps://app.example.test/reset-password#token=AbC-123_xyz\ncode 042917\n`,
+			html: `<p>Dear ${inHtml(SHOWN)}</p><a href="${inHtml('https://app.example.test/reset-password#token=AbC-123_xyz')}">go</a> <b>042917</b>`,
 		})
 		const verification = templates.render('verification', view())
 		expect(verification.html).toBe('<p>Custom verification for ada@example.test</p>')
+		const notice = new MailTemplates(templatesDir({ 'way-in-notice.html': '<p>{{change}} at {{when}} from {{clientIp}}: <a href="{{link}}">recover</a></p>' }))
+		expect(notice.render('way-in-notice', view({ change: 'A <passkey>', when: '2026-11-26 09:30:12 UTC', clientIp: '::1', link: 'https://app.example.test/recovery' })).html).toBe(
+			'<p>A &lt;passkey&gt; at 2026-11-26 09:30:12 UTC from ::1: <a href="https:&#x2F;&#x2F;app.example.test&#x2F;recovery">recover</a></p>',
+		)
 		expect(verification.subject).toBe('Confirm your email address for Acme Vault')
 		expect(verification.text).toContain('Or enter this code: 042917')
 		expect(templates.render('email-change', view())).toEqual(new MailTemplates().render('email-change', view()))
@@ -131,6 +141,8 @@ describe('MAIL_TEMPLATES_DIR', () => {
 		['recovery.text', 'Hello {{#name}}{{name}}\n'],
 		['verification.html', '<p>{{/link}}</p>'],
 		['email-change-notice.subject', '{{appName'],
+		['way-in-notice.text', '{{#change}}'],
+		['recovery-review.html', '{{#remaining}}<li>{{.}}</li>'],
 	] as const)
 		test(`a broken template (${file}) throws TemplateError at construction, naming the file`, () => {
 			const dir = templatesDir({ [file]: content })
@@ -173,8 +185,8 @@ describe('the service with MAIL_TEMPLATES_DIR', () => {
 			expect(mail.subject).toBe('[Acme Vault] Password help')
 			const { link, code } = proofOf(mail)
 			expect(link).toStartWith('https://app.example.test/reset-password#token=')
-			expect(mail.text.trim()).toBe(`Hi ${SCRIPT},\n\n${link}\n\nCode: ${code} (valid 1 hour)`)
-			expect(mail.html).toContain(`<p>Hi ${inHtml(SCRIPT)}</p>`)
+			expect(mail.text.trim()).toBe(`Hi ${SHOWN},\n\n${link}\n\nCode: ${code} (valid 1 hour)`)
+			expect(mail.html).toContain(`<p>Hi ${inHtml(SHOWN)}</p>`)
 			expect(mail.html).not.toContain('<script>')
 			expect(mail.html).toContain(`<a href="${inHtml(link)}">Reset</a>`)
 			expect(mail.html).toContain(`<p>Code: ${code}</p>`)
@@ -183,5 +195,45 @@ describe('the service with MAIL_TEMPLATES_DIR', () => {
 		} finally {
 			await t.close()
 		}
+	})
+})
+
+describe('the account name in mail: one line, no control characters, at most 100 characters, never a link', () => {
+	const templates = new MailTemplates()
+	const greeting = (text: string) => text.split('\n')[0]
+
+	test('line breaks of every kind and control characters become single spaces; bidi and zero-width characters go', () => {
+		const name = 'Ada\r\nBcc: x\n\nLovelace\u2028Line\u2029Para\tTab\u0000Nul\u0085Nel\u202Eevil\u2066iso\u2069\u200bzw\u00adsoft'
+		for (const kind of MAIL_KINDS) {
+			const mail = templates.render(kind, view({ name, change: 'A passkey was added' }))
+			expect(greeting(mail.text)).toBe(`Hello Ada Bcc:${ZWSP} x Lovelace Line Para Tab Nul Nelevilisozwsoft,`)
+			expect(mail.html).toContain(`<p>Hello Ada Bcc:${ZWSP} x Lovelace Line Para Tab Nul Nelevilisozwsoft,</p>`)
+		}
+	})
+
+	test('joiners that scripts and emoji need stay', () => {
+		const name = 'می\u200cخواهم 👩\u200d💻'
+		expect(greeting(templates.render('recovery', view({ name })).text)).toBe(`Hello ${name},`)
+	})
+
+	test('a 300-character name is cut to its first 100 characters (code points, never half of one)', () => {
+		const name = `${'😀'.repeat(99)}${'b'.repeat(201)}`
+		const mail = templates.render('recovery', view({ name }))
+		expect(greeting(mail.text)).toBe(`Hello ${'😀'.repeat(99)}b,`)
+		expect(mail.html).toContain(`<p>Hello ${'😀'.repeat(99)}b,</p>`)
+	})
+
+	test('a URL or an address in a name is broken by zero-width spaces, in the text, the HTML and the subject', () => {
+		const name = 'Visit https://evil.example/login or www.evil.example, mail help@evil.example'
+		const custom = new MailTemplates(templatesDir({ 'recovery.subject': 'Hi {{name}}' }))
+		const mail = custom.render('recovery', view({ name }))
+		const shown = `Visit https:${ZWSP}/${ZWSP}/${ZWSP}evil.${ZWSP}example/${ZWSP}login or www.${ZWSP}evil.${ZWSP}example, mail help@${ZWSP}evil.${ZWSP}example`
+		expect(greeting(mail.text)).toBe(`Hello ${shown},`)
+		expect(mail.subject).toBe(`Hi ${shown}`)
+		for (const part of [mail.text, mail.html, mail.subject]) expect(part).not.toMatch(/evil\.example|https?:\/\/evil|https?:&#x2F;&#x2F;evil/)
+	})
+
+	test('a name of nothing but spaces and controls greets as no name', () => {
+		expect(templates.render('recovery', view({ name: ' \n\u2028\u202E ' })).text).toStartWith('Hello,\n')
 	})
 })

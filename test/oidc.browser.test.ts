@@ -106,7 +106,7 @@ test('Chromium goes from the frontend to the provider and back, and the callback
 	expect(errors).toEqual([])
 	expect(result.status).toBe(200)
 	expect(result.body.data.user.email).toBe(email)
-	expect(jwtPayload(result.body.data.accessToken)).toMatchObject({ amr: ['ext'], aal: 'aal1' })
+	expect(jwtPayload(result.body.data.accessToken)).toMatchObject({ amr: [], aal: 'aal1' })
 	// The code left the address bar once used.
 	expect(new URL(result.addressBar).search).toBe('')
 	expect(visited.at(-1)).toBe('/auth/callback')

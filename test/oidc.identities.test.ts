@@ -176,3 +176,17 @@ describe('leftovers', () => {
 		expect(jwtPayload((await login(t, (await signUp(t)).email, PASSWORD)).accessToken).aal).toBe('aal1')
 	})
 })
+
+describe('claims that sign-up would refuse', () => {
+	test('linking an identity whose address is not a valid email ends with invalid-email, and links nothing', async () => {
+		const account = await signUp(t)
+		const sub = `bad-address-${account.id}`
+		const { landed, exchanged } = await link(account, alpha, 'alpha', { sub, email: 'x@localhost', email_verified: true })
+		expect(Object.fromEntries(landed?.searchParams ?? [])).toEqual({
+			error: 'invalid-email',
+			error_description: 'The provider gave an address that is not a valid email; use another way to sign in',
+		})
+		expect(exchanged).toBeUndefined()
+		expect((await t.call('GET', '/api/users/me/identities', { token: account.accessToken })).body.data.items).toEqual([])
+	})
+})

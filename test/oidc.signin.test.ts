@@ -3,7 +3,7 @@ import { eq } from 'drizzle-orm'
 import { identities, signInCodes, users } from '../src/db/schema'
 import { problem, startTestApp, type TestApp } from './support/app'
 import { createTestDatabase, type TestDatabase } from './support/database'
-import { enrollTotp } from './support/factors'
+import { awayFromStepBoundary, enrollTotp, totpCode } from './support/factors'
 import { jwtPayload, PASSWORD, signUp, uniqueEmail } from './support/fixtures'
 import { loggedMail, proofOf } from './support/mail'
 import { FlowBrowser, pkcePair, TestOpenIdProvider, type IdTokenRewrite } from './support/oidc-provider'
@@ -58,7 +58,8 @@ describe('signing in with an OpenID provider', () => {
 		const res = await exchange(landed.searchParams.get('code'), verifier)
 		expect(res.status).toBe(200)
 		expect(res.body.data.user).toMatchObject({ email, name: 'Ada From Provider', emailVerified: true })
-		expect(jwtPayload(res.body.data.accessToken)).toMatchObject({ amr: ['ext'], aal: 'aal1' })
+		// RFC 8176 has no value for a sign-in elsewhere: the provider's part is not named, and nothing is made up.
+		expect(jwtPayload(res.body.data.accessToken)).toMatchObject({ amr: [], aal: 'aal1' })
 		const [row] = await database.handle.db.select().from(users).where(eq(users.email, email))
 		expect(row?.passwordHash).toBeNull()
 		// No password: no password signs in.
@@ -108,6 +109,29 @@ describe('signing in with an OpenID provider', () => {
 		const again = await signInAtProvider({ sub: `sub-${email}`, email, email_verified: true })
 		const res = await exchange(again.landed.searchParams.get('code'), again.verifier)
 		expect(res.body.data).toMatchObject({ mfaRequired: true, methods: ['totp', 'recovery-code'] })
+	})
+
+	test('a provider sign-in finished with a TOTP code or a recovery code says otp and mfa, never pwd, at aal2', async () => {
+		const email = uniqueEmail('oidc-amr')
+		const first = await signInAtProvider({ sub: `sub-${email}`, email, email_verified: true })
+		const signedIn = await exchange(first.landed.searchParams.get('code'), first.verifier)
+		const account = { id: signedIn.body.data.user.id, email, password: '', accessToken: signedIn.body.data.accessToken, refreshToken: '', sessionId: '' }
+		const { secret, recoveryCodes } = await enrollTotp(t, account)
+		const finish = async (body: Record<string, string>) => {
+			const again = await signInAtProvider({ sub: `sub-${email}`, email, email_verified: true })
+			const owed = await exchange(again.landed.searchParams.get('code'), again.verifier)
+			const res = await t.call('POST', '/api/auth/mfa', { json: { mfaToken: owed.body.data.mfaToken, ...body } })
+			expect(res.status).toBe(200)
+			return res
+		}
+		await awayFromStepBoundary()
+		const withTotp = await finish({ method: 'totp', code: totpCode(secret, 1) })
+		expect(jwtPayload(withTotp.body.data.accessToken)).toMatchObject({ amr: ['otp', 'mfa'], aal: 'aal2' })
+		// The session keeps it: a refreshed token says the same.
+		const refreshed = await t.call('POST', '/api/auth/refresh', { json: { refreshToken: withTotp.body.data.refreshToken } })
+		expect(jwtPayload(refreshed.body.data.accessToken)).toMatchObject({ amr: ['otp', 'mfa'], aal: 'aal2' })
+		const withRecoveryCode = await finish({ method: 'recovery-code', code: recoveryCodes[0] ?? '' })
+		expect(jwtPayload(withRecoveryCode.body.data.accessToken)).toMatchObject({ amr: ['otp', 'mfa'], aal: 'aal2' })
 	})
 
 	test('an account made by a provider gets a password by recovery, and then signs in with it too', async () => {
@@ -317,5 +341,51 @@ describe('sign-up closed', () => {
 		} finally {
 			await closed.close()
 		}
+	})
+})
+
+describe('claims that sign-up would refuse', () => {
+	const INVALID_EMAIL = { error: 'invalid-email', error_description: 'The provider gave an address that is not a valid email; use another way to sign in' }
+
+	for (const [label, email] of [
+		['no @ at all', 'no-at-sign'],
+		['a host without a dot', 'x@localhost'],
+		['letters outside ASCII', 'ädä@exämple.test'],
+		['65 characters before the @', `${'a'.repeat(65)}@example.test`],
+		['more than 254 characters', `a@${'b'.repeat(250)}.test`],
+		['spaces around it', ' padded@example.test '],
+	] as const)
+		test(`an address with ${label} ends the flow with invalid-email, and makes no account and no identity`, async () => {
+			const sub = `sub-invalid-${Bun.randomUUIDv7()}`
+			const { landed } = await signInAtProvider({ sub, email, email_verified: true, name: 'Not Stored' })
+			expect(landed.origin + landed.pathname).toBe(CALLBACK_PAGE)
+			expect(Object.fromEntries(landed.searchParams)).toEqual(INVALID_EMAIL)
+			expect(await database.handle.db.select().from(identities).where(eq(identities.subject, sub))).toEqual([])
+			expect(await database.handle.db.select().from(users).where(eq(users.email, email.trim().toLowerCase()))).toEqual([])
+		})
+
+	test('an identity already linked is refused too when its provider now sends an address that is not valid', async () => {
+		const email = uniqueEmail('oidc-went-bad')
+		const first = await signInAtProvider({ sub: `sub-${email}`, email, email_verified: true })
+		expect((await exchange(first.landed.searchParams.get('code'), first.verifier)).status).toBe(200)
+		const again = await signInAtProvider({ sub: `sub-${email}`, email: 'no-at-sign', email_verified: true })
+		expect(Object.fromEntries(again.landed.searchParams)).toEqual(INVALID_EMAIL)
+	})
+
+	test('a name with control characters or beyond 200 characters is kept on one line, cleaned and cut, and the exchange answers 200', async () => {
+		const email = uniqueEmail('oidc-name')
+		const name = `Ada\u0000\nLovelace\u0007\t${'é'.repeat(300)}`
+		const { landed, verifier } = await signInAtProvider({ sub: `sub-${email}`, email, email_verified: true, name })
+		const res = await exchange(landed.searchParams.get('code'), verifier)
+		expect(res.status).toBe(200)
+		expect(res.body.data.user.name).toBe(`Ada Lovelace ${'é'.repeat(200 - 'Ada Lovelace '.length)}`)
+	})
+
+	test('an upper-case address is taken, stored lower-cased as sign-up stores it', async () => {
+		const email = uniqueEmail('oidc-case')
+		const { landed, verifier } = await signInAtProvider({ sub: `sub-${email}`, email: email.toUpperCase(), email_verified: true })
+		const res = await exchange(landed.searchParams.get('code'), verifier)
+		expect(res.status).toBe(200)
+		expect(res.body.data.user.email).toBe(email)
 	})
 })

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
-import { problem, startTestApp, type TestApp } from './support/app'
-import { login, PASSWORD, signUp, signUpAdmin, uniqueEmail, type Account, soleActiveAdmin } from './support/fixtures'
+import { problem, reauthenticationRequired, startTestApp, type TestApp } from './support/app'
+import { ageSession, login, PASSWORD, signUp, signUpAdmin, uniqueEmail, type Account, soleActiveAdmin } from './support/fixtures'
 
 // Each file sets its own default: bun applies setDefaultTimeout to the file that calls it.
 setDefaultTimeout(30_000)
@@ -68,28 +68,33 @@ describe('PUT /users/{id} replaces the editable fields', () => {
 })
 
 describe('changing credentials needs the current password', () => {
-	test('a user changing their own email without currentPassword gets 422 at #/currentPassword', async () => {
+	test('a user changing their own email without currentPassword, from a session signed in over 5 minutes ago, gets 403 reauthentication-required', async () => {
 		const user = await signUp(t)
+		await ageSession(t, user, 301)
 		const res = await put('me', { email: uniqueEmail('new'), name: 'Test User' }, user)
-		expect(res.status).toBe(422)
-		expect(res.body).toEqual(
-			validation('/api/users/me', [
-				{ pointer: '#/currentPassword', code: 'required', detail: 'is required to change your email or password' },
-			]),
-		)
-		expect((await me(user)).body.data.email).toBe(user.email)
+		expect(res.status).toBe(403)
+		expect(res.body).toEqual(reauthenticationRequired('/api/users/me'))
+		expect((await me(user)).body.data).toMatchObject({ email: user.email, pendingEmail: null })
 	})
 
-	test('a user changing their own password without currentPassword gets 422 at #/currentPassword', async () => {
+	test('a user changing their own password without currentPassword, from a session signed in over 5 minutes ago, gets 403 reauthentication-required', async () => {
 		const user = await signUp(t)
+		await ageSession(t, user, 301)
 		const res = await put(user.id, { email: user.email, name: 'Test User', password: NEW_PASSWORD }, user)
-		expect(res.status).toBe(422)
-		expect(res.body).toEqual(
-			validation(`/api/users/${user.id}`, [
-				{ pointer: '#/currentPassword', code: 'required', detail: 'is required to change your email or password' },
-			]),
-		)
+		expect(res.status).toBe(403)
+		expect(res.body).toEqual(reauthenticationRequired(`/api/users/${user.id}`))
 		expect((await login(t, user.email, PASSWORD)).id).toBe(user.id)
+	})
+
+	test('within 5 minutes of its sign-in a session changes its password without currentPassword; the right currentPassword works on an older one', async () => {
+		const fresh = await signUp(t)
+		expect((await put('me', { email: fresh.email, name: 'Test User', password: NEW_PASSWORD }, fresh)).status).toBe(200)
+		expect((await login(t, fresh.email, NEW_PASSWORD)).id).toBe(fresh.id)
+
+		const older = await signUp(t)
+		await ageSession(t, older, 301)
+		expect((await put('me', { email: older.email, name: 'Test User', password: NEW_PASSWORD, currentPassword: PASSWORD }, older)).status).toBe(200)
+		expect((await login(t, older.email, NEW_PASSWORD)).id).toBe(older.id)
 	})
 
 	test('a wrong currentPassword is 422 and changes nothing', async () => {
@@ -318,11 +323,12 @@ describe('conflicts', () => {
 })
 
 describe('an id in another letter case names the same account', () => {
-	test('the self check holds: an admin changing their own password under the upper-case id still needs currentPassword', async () => {
+	test('the self check holds: an admin changing their own password under the upper-case id still needs proof that it is them', async () => {
 		const admin = await signUpAdmin(t)
+		await ageSession(t, admin)
 		const res = await put(admin.id.toUpperCase(), { email: admin.email, name: '', password: 'a brand new passphrase 7' }, admin)
-		expect(res.status).toBe(422)
-		expect(res.body.errors).toEqual([{ pointer: '#/currentPassword', code: 'required', detail: 'is required to change your email or password' }])
+		expect(res.status).toBe(403)
+		expect(res.body.type).toEndWith('/reauthentication-required')
 		expect((await me(admin)).status).toBe(200)
 	})
 

@@ -25,14 +25,19 @@ export const EnvSchema = T.Object({
 	DATABASE_URL: T.Optional(
 		T.String({ pattern: '^postgres(ql)?://', description: 'PostgreSQL URL; unset means the embedded database' }),
 	),
-	DATA_DIR: T.String({ minLength: 1, default: './data', description: 'where the embedded database lives' }),
+	DATA_DIR: T.String({
+		minLength: 1,
+		default: './data',
+		description:
+			'where the embedded database lives and, in development, the keys made for unset secrets (`keys/`, also with DATABASE_URL); `memory://` keeps nothing',
+	}),
 	DATABASE_POOL_MAX: positive(10, 'connections per instance'),
 	JWT_ALGORITHM: T.Union([T.Literal('HS256'), T.Literal('EdDSA'), T.Literal('ES256')], {
 		default: 'HS256',
 		description: 'access-token signing algorithm',
 	}),
 	JWT_SECRET: T.Optional(
-		T.String({ description: 'HS256 key, at least 32 bytes; generated (with a warning) in development' }),
+		T.String({ description: 'HS256 key, at least 32 bytes; required in production; in development generated once and kept in DATA_DIR (`keys/jwt-secret`)' }),
 	),
 	JWT_PRIVATE_KEY: T.Optional(T.String({ description: 'PEM private key for EdDSA/ES256' })),
 	JWT_PRIVATE_KEY_FILE: T.Optional(T.String({ description: 'path of a PEM private key for EdDSA/ES256' })),
@@ -130,7 +135,7 @@ export const EnvSchema = T.Object({
 	JOB_POLL_SECONDS: positive(1, 'how often each instance looks for due background jobs (mail, webhooks) besides the NOTIFY that wakes it when one is queued'),
 	JOB_RETRY_SECONDS: positive(10, 'delay before the first retry of a failed job; each next one doubles, up to an hour, for at least 24 hours'),
 	DATA_ENCRYPTION_KEY: T.Optional(
-		T.String({ description: '32 random bytes, base64: encrypts TOTP secrets at rest (AES-256-GCM); required in production, generated (with a warning) in development' }),
+		T.String({ description: '32 random bytes, base64: encrypts TOTP and webhook secrets at rest (AES-256-GCM); required in production; in development generated once and kept in DATA_DIR (`keys/data-encryption-key`)' }),
 	),
 	DATA_ENCRYPTION_PREVIOUS_KEYS: T.Optional(
 		T.String({ description: 'comma-separated retired DATA_ENCRYPTION_KEY values, still read; a secret under one is re-encrypted with the current key when next used' }),
@@ -316,7 +321,7 @@ function crossCheck(env: Env): string[] {
 }
 
 /** 32 bytes in standard or URL-safe base64. */
-const isDataKey = (value: string) => /^[A-Za-z0-9+/_-]{43}=?$/.test(value) && Buffer.from(value, 'base64').byteLength === 32
+export const isDataKey = (value: string) => /^[A-Za-z0-9+/_-]{43}=?$/.test(value) && Buffer.from(value, 'base64').byteLength === 32
 
 const list = (value: string | undefined) =>
 	(value ?? '')
@@ -331,6 +336,8 @@ function toConfig(env: Env, providers: OidcProviderSettings[] = []) {
 	return {
 		env: env.NODE_ENV,
 		production,
+		/** Where the embedded database lives and, in development, the secrets the environment leaves unset (keys/). */
+		dataDir: env.DATA_DIR,
 		port: env.PORT,
 		host: env.HOST,
 		workers,

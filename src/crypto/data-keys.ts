@@ -34,13 +34,14 @@ export class DataKeys {
 	private constructor(
 		private readonly current: string,
 		private readonly previous: string[],
-		/** The random key made up without DATA_ENCRYPTION_KEY (development), for WORKERS to share. */
+		/** The random key made up without DATA_ENCRYPTION_KEY (DATA_DIR=memory://), for WORKERS to share. */
 		readonly developmentKey?: string,
 	) {}
 
 	/**
-	 * The keys from settings. Without a current key (development; the config refuses production) a random one
-	 * lives as long as the process: what it seals is unreadable after a restart, and the log says so.
+	 * The keys from settings. Without a current key a random one lives as long as the process: what it seals
+	 * is unreadable after a restart, and the log says so. The server reaches this only with DATA_DIR=memory://
+	 * (otherwise development keeps its key in DATA_DIR, src/config/secret-file.ts; production requires one).
 	 */
 	static from(settings: { current?: string; previous: string[] }, log?: Logger): DataKeys {
 		const developmentKey = settings.current === undefined ? DataKeys.generate() : undefined

@@ -16,7 +16,10 @@ import m0012 from '../../drizzle/0012_identity_providers.sql' with { type: 'text
 import m0013 from '../../drizzle/0013_identity_links.sql' with { type: 'text' }
 import m0014 from '../../drizzle/0014_webhooks.sql' with { type: 'text' }
 import m0015 from '../../drizzle/0015_queue_autovacuum.sql' with { type: 'text' }
-import m0016 from '../../drizzle/0016_job_claims.sql' with { type: 'text' }
+import m0016 from '../../drizzle/0016_ways_in.sql' with { type: 'text' }
+import m0017 from '../../drizzle/0017_mfa_token_amr.sql' with { type: 'text' }
+import m0018 from '../../drizzle/0018_code_failures.sql' with { type: 'text' }
+import m0019 from '../../drizzle/0019_job_claims.sql' with { type: 'text' }
 import type { Database } from './client'
 
 /**
@@ -40,7 +43,10 @@ const MIGRATION_SQL: Record<string, string> = {
 	'0013_identity_links': m0013,
 	'0014_webhooks': m0014,
 	'0015_queue_autovacuum': m0015,
-	'0016_job_claims': m0016,
+	'0016_ways_in': m0016,
+	'0017_mfa_token_amr': m0017,
+	'0018_code_failures': m0018,
+	'0019_job_claims': m0019,
 }
 
 export interface Migration {

@@ -68,6 +68,8 @@ export const sessions = pgTable(
 		aal: text('aal', { enum: ['aal1', 'aal2'] }).notNull().default('aal1'),
 		// MFA_REQUIRED applies and the account had no factor: the session serves only enrolment.
 		enrollmentOnly: boolean('enrollment_only').notNull().default(false),
+		// The last sign-in or check of this session (the tokens' auth_time): adding a way in needs a recent one.
+		authenticatedAt: timestamp('authenticated_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
 	},
 	(table) => [
 		index('sessions_user_id_idx').on(table.userId, table.createdAt),
@@ -138,11 +140,13 @@ export const emailTokens = pgTable(
 		userId: uuid('user_id')
 			.notNull()
 			.references(() => users.id),
-		purpose: text('purpose', { enum: ['verification', 'recovery', 'email-change'] }).notNull(),
+		purpose: text('purpose', { enum: ['verification', 'recovery', 'email-change', 'reauthentication'] }).notNull(),
 		// The address the mail went to: the account's email, or for a change the new one.
 		email: text('email').notNull(),
 		tokenHash: text('token_hash').notNull(),
 		codeHash: text('code_hash').notNull(),
+		// No longer written: a code's wrong tries are counted in code_failures (a wrong code writes the same one
+		// row whether its address has a live code or not). Kept until a migration drops it.
 		codeAttempts: integer('code_attempts').notNull().default(0),
 		createdAt: timestamp('created_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
 		expiresAt: timestamp('expires_at', { withTimezone: true, precision: 3 }).notNull(),
@@ -153,8 +157,26 @@ export const emailTokens = pgTable(
 		uniqueIndex('email_tokens_token_hash_key').on(table.tokenHash),
 		index('email_tokens_user_purpose_idx').on(table.userId, table.purpose),
 		index('email_tokens_email_idx').on(table.email, table.purpose),
-		check('email_tokens_purpose_valid', sql`${table.purpose} in ('verification', 'recovery', 'email-change')`),
+		check('email_tokens_purpose_valid', sql`${table.purpose} in ('verification', 'recovery', 'email-change', 'reauthentication')`),
 	],
+)
+
+/**
+ * Wrong codes typed for mailed proofs (API.md "Codes by mail"): one row per wrong code, kept 24 hours.
+ * At most 10 count per subject and kind in any 24 hours (then the code path answers 429 too-many-codes),
+ * so a subject gains at most 10 rows a day. `kind` is what the codes prove (`verification`,
+ * `recovery`); `subject` is the SHA-256 of the normalised address the code was typed for, whether an
+ * account has it or not, so an unknown address is counted and refused alike.
+ */
+export const codeFailures = pgTable(
+	'code_failures',
+	{
+		id: uuid('id').primaryKey(),
+		kind: text('kind').notNull(),
+		subject: text('subject').notNull(),
+		createdAt: timestamp('created_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
+	},
+	(table) => [index('code_failures_subject_idx').on(table.subject, table.kind, table.createdAt), index('code_failures_created_idx').on(table.createdAt)],
 )
 
 /**
@@ -195,6 +217,16 @@ export const jobs = pgTable(
  * Second factors: a TOTP secret (sealed with DATA_ENCRYPTION_KEY, bound to the row's id) or a WebAuthn
  * credential. A factor is `pending` from enrolment until a code or an attestation proves it.
  */
+/**
+ * How a way in (a factor, an identity) was added, for the rules that undo an intruder's: added while the
+ * account's address was unverified (removed when it is verified), and the assurance of the session that
+ * added it (null: it came with the account, or an admin's act); recovery removes recent ones not added at aal2.
+ */
+const provenance = {
+	addedUnverified: boolean('added_unverified').notNull().default(false),
+	addedAal: text('added_aal', { enum: ['aal1', 'aal2'] }),
+}
+
 export const factors = pgTable(
 	'factors',
 	{
@@ -214,6 +246,8 @@ export const factors = pgTable(
 		publicKey: text('public_key'),
 		signCount: bigint('sign_count', { mode: 'number' }),
 		transports: text('transports').array(),
+		...provenance,
+		activatedAt: timestamp('activated_at', { withTimezone: true, precision: 3 }),
 	},
 	(table) => [
 		index('factors_user_id_idx').on(table.userId, table.createdAt),
@@ -252,6 +286,9 @@ export const mfaTokens = pgTable(
 		tokenHash: text('token_hash').notNull(),
 		// The account as the password check saw it: a change since then voids the token.
 		credentialsVersion: integer('credentials_version').notNull(),
+		// RFC 8176 methods of the first step (`{pwd}` after a password, empty after a provider), which the
+		// finished session's amr starts from. Tokens older than the column claim nothing.
+		amr: text('amr').array().notNull().default(sql`'{}'::text[]`),
 		failures: integer('failures').notNull().default(0),
 		challenge: text('challenge'),
 		expiresAt: timestamp('expires_at', { withTimezone: true, precision: 3 }).notNull(),
@@ -265,8 +302,10 @@ export const webauthnChallenges = pgTable(
 	'webauthn_challenges',
 	{
 		challenge: text('challenge').primaryKey(),
-		purpose: text('purpose', { enum: ['registration', 'passkey'] }).notNull(),
+		purpose: text('purpose', { enum: ['registration', 'passkey', 'reauthentication'] }).notNull(),
 		factorId: uuid('factor_id').references(() => factors.id, { onDelete: 'cascade' }),
+		// A reauthentication challenge answers for this session only.
+		sessionId: uuid('session_id'),
 		expiresAt: timestamp('expires_at', { withTimezone: true, precision: 3 }).notNull(),
 	},
 	(table) => [index('webauthn_challenges_expires_at_idx').on(table.expiresAt)],
@@ -285,6 +324,7 @@ export const identities = pgTable(
 			.notNull()
 			.references(() => users.id),
 		createdAt: timestamp('created_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
+		...provenance,
 	},
 	(table) => [uniqueIndex('identities_provider_subject_key').on(table.provider, table.subject), index('identities_user_id_idx').on(table.userId)],
 )
@@ -300,8 +340,9 @@ export const oidcFlows = pgTable(
 		stateHash: text('state_hash').notNull(),
 		// Null for a link flow: started by a signed-in frontend's request, it is bound by its PKCE challenge instead.
 		browserHash: text('browser_hash'),
-		// The account a link flow adds the identity to.
+		// The account a link flow adds the identity to, and the assurance of the session that asked.
 		linkUserId: uuid('link_user_id').references(() => users.id),
+		linkAal: text('link_aal', { enum: ['aal1', 'aal2'] }),
 		provider: text('provider').notNull(),
 		nonce: text('nonce').notNull(),
 		// The PKCE verifier towards the provider: needed once, at the callback.
@@ -330,6 +371,7 @@ export const signInCodes = pgTable(
 		// A link flow's verified identity, linked when the code is exchanged (by the frontend that holds the verifier).
 		linkSubject: text('link_subject'),
 		linkEmail: text('link_email'),
+		linkAal: text('link_aal', { enum: ['aal1', 'aal2'] }),
 		expiresAt: timestamp('expires_at', { withTimezone: true, precision: 3 }).notNull(),
 		usedAt: timestamp('used_at', { withTimezone: true, precision: 3 }),
 	},

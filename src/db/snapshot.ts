@@ -12,6 +12,7 @@ import { join } from 'node:path'
 import pglitePackage from '../../node_modules/@electric-sql/pglite/package.json'
 import { bundledMigrations } from './migrate'
 import { isCompiledBinary } from '../runtime'
+import { KEYS_FOLDER } from '../config/secret-file'
 
 const NAME = 'pglite-snapshot'
 // Part of the key: a snapshot written in an earlier layout is never read as this one.
@@ -43,14 +44,14 @@ const UNPACKING = '.latchkey-unpacking-'
 
 /**
  * Unpacks the snapshot into `dataDir` when the directory holds nothing yet (but an interrupted unpacking,
- * or a volume's lost+found). Files land in a folder inside it and move up with PG_VERSION last, so that a start cut off
+ * a volume's lost+found, or the keys/ folder of development secrets). Files land in a folder inside it and move up with PG_VERSION last, so that a start cut off
  * halfway never leaves what looks like a database.
  */
 export async function unpackSnapshotIfEmpty(dataDir: string, snapshot?: Blob): Promise<boolean> {
 	const present = readdirSync(dataDir)
 	const leftovers = present.filter((name) => name.startsWith(UNPACKING))
-	// A fresh volume's lost+found does not make the directory a database.
-	if (present.some((name) => !name.startsWith(UNPACKING) && name !== 'lost+found')) return false
+	// A fresh volume's lost+found does not make the directory a database, nor do the development keys made before it.
+	if (present.some((name) => !name.startsWith(UNPACKING) && name !== 'lost+found' && name !== KEYS_FOLDER)) return false
 	const archive = snapshot ?? (await findSnapshot())
 	if (!archive) return false
 	for (const leftover of leftovers) await rm(join(dataDir, leftover), { recursive: true, force: true })

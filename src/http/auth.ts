@@ -5,6 +5,7 @@ import type { Database } from '../db/client'
 import type { TokenKeys } from '../modules/auth/keys'
 import { callerFinder, type Caller } from '../modules/auth/sessions'
 import { accessTokens, CLOCK_TOLERANCE_SECONDS, issuedInTheFuture, verifyOptions } from '../modules/auth/tokens'
+import { UUID } from './ids'
 import { AppError, Forbidden } from './problem'
 
 /** Who may call a route: any signed-in account, admins only, or the account named by `:id` (and admins). */
@@ -15,7 +16,6 @@ export type AuthLevel = 'user' | 'admin' | 'self'
  */
 export type AuthRule = AuthLevel | { level: AuthLevel; duringEnrollment: true }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 const REALM = 'Bearer realm="latchkey"'
 /** Verified access tokens kept per process (a few hundred bytes each). */
 const VERIFIED_TOKENS_KEPT = 10_000
@@ -41,6 +41,8 @@ export interface AuthGuardDeps {
 	db: Database
 	keys: TokenKeys
 	jwt: Config['jwt']
+	/** MFA_REQUIRED: accounts it names that have not used a factor are held to enrolment, decided per request. */
+	mfaRequired?: Config['mfa']['required']
 }
 
 /**
@@ -50,9 +52,9 @@ export interface AuthGuardDeps {
  * `{ auth: 'admin' }`, `{ auth: 'self' }`, `{ auth: 'user' }`, or
  * `{ optionalAuth: true }` where a token is welcome but not required.
  */
-export const authGuard = ({ db, keys, jwt }: AuthGuardDeps) => {
+export const authGuard = ({ db, keys, jwt, mfaRequired = 'off' }: AuthGuardDeps) => {
 	const options = verifyOptions(keys, jwt)
-	const findCaller = callerFinder(db)
+	const findCaller = callerFinder(db, mfaRequired)
 	// Signature checks cost more than the rest of an authenticated read; a token that passed one is
 	// remembered (by its exact text) until it expires, as API gateways do. Revocation is unaffected:
 	// the session is still read from the database on every request.
@@ -94,19 +96,23 @@ export const authGuard = ({ db, keys, jwt }: AuthGuardDeps) => {
 					const level = typeof rule === 'string' ? rule : rule.level
 					const caller = await authenticate(headers.authorization, accessTokenVerifier)
 					if (!caller) throw missingToken()
-					if (caller.assurance.enrollmentOnly && typeof rule === 'string') throw enrollmentRequired()
-					if (level === 'admin' && caller.user.role !== 'admin') throw new Forbidden('This requires an admin')
-					if (level === 'self') {
-						const target = (params as { id?: string }).id
-						if (target !== 'me' && target !== caller.user.id && caller.user.role !== 'admin')
-							throw new Forbidden('You may only act on your own account')
+					const target = (params as { id?: string } | undefined)?.id
+					if (caller.assurance.enrollmentOnly) {
+						// Enrolment serves the account itself: an admin's enrolment-only token reads no one else's data.
+						if (typeof rule === 'string' || (level === 'self' && target !== 'me' && target !== caller.user.id)) throw enrollmentRequired()
 					}
+					if (level === 'admin' && caller.user.role !== 'admin') throw new Forbidden('This requires an admin')
+					if (level === 'self' && target !== 'me' && target !== caller.user.id && caller.user.role !== 'admin')
+						throw new Forbidden('You may only act on your own account')
 					return { caller }
 				},
 			}),
 			optionalAuth: {
 				async resolve({ headers, accessTokenVerifier }) {
-					return { caller: (await authenticate(headers.authorization, accessTokenVerifier)) ?? null }
+					const caller = (await authenticate(headers.authorization, accessTokenVerifier)) ?? null
+					// A token is judged as its account's, never dropped to an anonymous request: held to enrolment, it creates nothing.
+					if (caller?.assurance.enrollmentOnly) throw enrollmentRequired()
+					return { caller }
 				},
 			},
 		})

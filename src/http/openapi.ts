@@ -234,6 +234,10 @@ export const PROBLEM_DESCRIPTIONS: Record<ProblemKind, { when: string; detail: s
 		when: 'MFA_REQUIRED names this account and it has no factor yet: the session serves only GET /users/me, factor enrolment and logout',
 		detail: 'Enrol a second factor first: this session serves only enrolment',
 	},
+	'reauthentication-required': {
+		when: 'adding or changing a way in (a factor, a linked identity, the password or email without `currentPassword`) needs a sign-in or check of this session within REAUTHENTICATION_SECONDS (default 5 minutes): prove it again at POST /auth/reauthentication',
+		detail: 'Confirm it is you first: sign in again or use POST /auth/reauthentication, then retry within 5 minutes',
+	},
 	forbidden: { when: 'signed in, but not allowed to do this (an admin-only route, another user’s account, a role change)', detail: 'You are not allowed to do this' },
 	'not-found': { when: 'no such route, or no such resource', detail: 'The requested resource does not exist' },
 	'method-not-allowed': { when: 'the path exists but not with this method; `Allow` lists the methods', detail: 'PATCH is not allowed here; use GET, PUT, DELETE' },
@@ -255,6 +259,10 @@ export const PROBLEM_DESCRIPTIONS: Record<ProblemKind, { when: string; detail: s
 	'login-locked': {
 		when: 'too many failed password checks for this account (logins, or wrong `currentPassword` values); `Retry-After` says when it unlocks, right password or not',
 		detail: 'Too many failed logins for this account; try again later',
+	},
+	'too-many-codes': {
+		when: 'ten wrong mailed codes for this address and kind (verification, recovery, reauthentication) in the last 24 hours, for an unknown address alike: the code path is closed, right code or not, until the oldest of them is 24 hours old (`Retry-After`); the link’s token still works',
+		detail: 'Too many wrong codes for this address; use the link in the mail, or try a code again later',
 	},
 	'internal-error': { when: 'an unexpected error; the body carries only the request id, the log has the rest', detail: 'An internal error occurred (request id 0193f1c2-7a5e-7c3b-9d2e-5f6a7b8c9d0e)' },
 	'service-unavailable': { when: 'the database is unreachable; `Retry-After` says when to retry', detail: 'The database is unreachable; try again shortly' },

@@ -1,3 +1,4 @@
+import { UUID } from './ids'
 import { AppError } from './problem'
 
 /**
@@ -11,8 +12,6 @@ export function nextPageLink(path: string, query: Record<string, unknown>, curso
 	return `<${path}?${params}>; rel="next"`
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
-
 /** The cursor of a list ordered by a time-ordered id (newest first): the last id shown, opaque to clients. */
 export const encodeIdCursor = (id: string) => Buffer.from(id).toString('base64url')
 
@@ -23,5 +22,5 @@ export function decodeIdCursor(cursor: string): string {
 		throw new AppError('bad-request', 'The cursor is not valid for this query', {
 			errors: [{ pointer: '#/cursor', code: 'invalid', detail: 'use nextCursor from a previous page' }],
 		})
-	return id
+	return id.toLowerCase()
 }

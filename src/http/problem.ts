@@ -22,6 +22,7 @@ export const PROBLEM_KINDS = {
 	'email-not-verified': { status: 403, title: 'Email not verified' },
 	'mfa-required': { status: 403, title: 'Second factor required' },
 	'mfa-enrollment-required': { status: 403, title: 'Second factor enrolment required' },
+	'reauthentication-required': { status: 403, title: 'Recent authentication required' },
 	'not-found': { status: 404, title: 'Not found' },
 	'method-not-allowed': { status: 405, title: 'Method not allowed' },
 	'not-acceptable': { status: 406, title: 'Not acceptable' },
@@ -33,6 +34,7 @@ export const PROBLEM_KINDS = {
 	'validation-error': { status: 422, title: 'Validation failed' },
 	'rate-limited': { status: 429, title: 'Too many requests' },
 	'login-locked': { status: 429, title: 'Login temporarily locked' },
+	'too-many-codes': { status: 429, title: 'Too many wrong codes' },
 	'internal-error': { status: 500, title: 'Internal server error' },
 	'service-unavailable': { status: 503, title: 'Service unavailable' },
 	'mail-unavailable': { status: 503, title: 'Mail unavailable' },
@@ -116,6 +118,8 @@ function describeValueError(error: {
 	// A pattern that states one rule of several (Email's local part) says which in `x-pattern-error`.
 	if (error.type === 53 && typeof error.schema['x-pattern-error'] === 'string')
 		return { code: described.code, detail: error.schema['x-pattern-error'] }
+	// An id's pattern only narrows the uuid format (to its hyphenated form): failing it is failing the format.
+	if (error.type === 53 && error.schema.format === 'uuid') return describeByType(50, error.schema)
 	// A schema's own message describes a wrong value, not a missing one.
 	const custom = typeof error.schema.error === 'string' && error.type !== 45
 	return custom ? { code: described.code, detail: error.schema.error as string } : described

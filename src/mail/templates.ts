@@ -1,9 +1,10 @@
 import { existsSync, readFileSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import Mustache from 'mustache'
+import { mailLine } from './safe-text'
 
 /** The mails the service sends; each has a subject, a plain-text and an HTML template. */
-export const MAIL_KINDS = ['verification', 'recovery', 'email-change', 'email-change-notice'] as const
+export const MAIL_KINDS = ['verification', 'recovery', 'email-change', 'email-change-notice', 'reauthentication', 'way-in-notice', 'recovery-review'] as const
 export type MailKind = (typeof MAIL_KINDS)[number]
 
 const PARTS = ['subject', 'text', 'html'] as const
@@ -23,6 +24,16 @@ export interface MailView {
 	validFor?: string
 	/** For the change notice: the address the account is moving to. */
 	newEmail?: string
+	/** Way-in notice: what happened, as a sentence without its full stop ("A passkey “YubiKey” was added"). */
+	change?: string
+	/** Way-in notice and recovery review: when (`2026-11-26 09:30:12 UTC`) and from which client. */
+	when?: string
+	clientIp?: string
+	userAgent?: string
+	/** Recovery review: the ways in the recovery removed (maybe none, then `removedAny` is false) and those that remain. */
+	removed?: string[]
+	removedAny?: boolean
+	remaining?: string[]
 }
 
 export interface RenderedMail {
@@ -40,6 +51,11 @@ ${body}
 
 const codeBlock = `<p>Or enter this code: <strong style="font-size: 1.4em; letter-spacing: 0.15em">{{code}}</strong></p>
 <p>The link and the code are valid for {{validFor}} and work once.</p>`
+
+const recoveryLinkText = `If this was not you, someone may have your password or your mailbox: recover your account at once here (the link is the same in every notice):
+
+{{link}}
+`
 
 const BUILT_IN: Record<MailKind, Record<Part, string>> = {
 	verification: {
@@ -108,6 +124,69 @@ If this was not you, reset your password at once: recovery cancels the change.
 <p>someone signed in to your {{appName}} account ({{email}}) asked to change its email address to {{newEmail}}. The change happens once the new address confirms it.</p>
 <p>If this was not you, reset your password at once: recovery cancels the change.</p>`),
 	},
+	reauthentication: {
+		subject: 'Your {{appName}} confirmation code',
+		text: `Hello{{#name}} {{name}}{{/name}},
+
+to confirm that it is you making a change to your {{appName}} account ({{email}}), enter this code:
+
+{{code}}
+
+It is valid for {{validFor}} and works once. If you did not ask for it, someone may be signed in to your account: reset your password.
+`,
+		html: htmlPage(`<p>Hello{{#name}} {{name}}{{/name}},</p>
+<p>to confirm that it is you making a change to your {{appName}} account ({{email}}), enter this code:</p>
+<p><strong style="font-size: 1.4em; letter-spacing: 0.15em">{{code}}</strong></p>
+<p>It is valid for {{validFor}} and works once. If you did not ask for it, someone may be signed in to your account: reset your password.</p>`),
+	},
+	'way-in-notice': {
+		subject: '{{appName}}: {{change}}',
+		text: `Hello{{#name}} {{name}}{{/name}},
+
+{{change}} on your {{appName}} account {{email}}.
+
+When: {{when}}
+From: {{clientIp}}, {{userAgent}}
+
+If this was you, there is nothing to do. ${recoveryLinkText}`,
+		html: htmlPage(`<p>Hello{{#name}} {{name}}{{/name}},</p>
+<p>{{change}} on your {{appName}} account {{email}}.</p>
+<p>When: {{when}}<br>From: {{clientIp}}, {{userAgent}}</p>
+<p>If this was you, there is nothing to do. If this was not you, someone may have your password or your mailbox: <a href="{{link}}">recover your account at once</a>.</p>`),
+	},
+	'recovery-review': {
+		subject: 'Your {{appName}} account was recovered: the ways in that remain',
+		text: `Hello{{#name}} {{name}}{{/name}},
+
+your {{appName}} account {{email}} was recovered by mail. Every session was signed out.
+
+When: {{when}}
+From: {{clientIp}}, {{userAgent}}
+
+{{#removedAny}}
+Ways in added recently without a second factor were removed:
+{{#removed}}
+- {{.}}
+{{/removed}}
+
+{{/removedAny}}
+The ways into your account now:
+{{#remaining}}
+- {{.}}
+{{/remaining}}
+
+If this was you, check that each of them is yours. ${recoveryLinkText}`,
+		html: htmlPage(`<p>Hello{{#name}} {{name}}{{/name}},</p>
+<p>your {{appName}} account {{email}} was recovered by mail. Every session was signed out.</p>
+<p>When: {{when}}<br>From: {{clientIp}}, {{userAgent}}</p>
+{{#removedAny}}
+<p>Ways in added recently without a second factor were removed:</p>
+<ul>{{#removed}}<li>{{.}}</li>{{/removed}}</ul>
+{{/removedAny}}
+<p>The ways into your account now:</p>
+<ul>{{#remaining}}<li>{{.}}</li>{{/remaining}}</ul>
+<p>If this was you, check that each of them is yours. If this was not you, someone may have your password or your mailbox: <a href="{{link}}">recover your account at once</a>.</p>`),
+	},
 }
 
 export class TemplateError extends Error {}
@@ -138,7 +217,13 @@ export class MailTemplates {
 			}
 	}
 
-	render(kind: MailKind, view: MailView): RenderedMail {
+	/**
+	 * The account's name is what anyone may type at sign-up, and a mail goes wherever its address says: every
+	 * kind, built in or overridden, gets it as `mailLine` makes it (one line, no control characters, at most
+	 * 100 characters, never a link).
+	 */
+	render(kind: MailKind, given: MailView): RenderedMail {
+		const view = { ...given, name: mailLine(given.name) }
 		const plain = { escape: (value: unknown) => String(value) }
 		const { subject, text, html } = this.templates[kind]
 		return {

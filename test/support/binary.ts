@@ -46,8 +46,13 @@ export interface RunningBinary {
 }
 
 /** Starts the binary and resolves once it logs its port (after migrations and key loading). */
-export async function startBinary(at: BinaryFolder, env: Record<string, string>, cwd = at.folder): Promise<RunningBinary> {
-	const child = Bun.spawn([at.binary], { cwd, env: bareEnv(at.folder, env), stdout: 'pipe', stderr: 'pipe' })
+export function startBinary(at: BinaryFolder, env: Record<string, string>, cwd = at.folder): Promise<RunningBinary> {
+	return startProcess([at.binary], cwd, bareEnv(at.folder, env), 'the binary')
+}
+
+/** Starts `argv` (the binary, or `bun src/index.ts`) and resolves once it logs its port; the whole environment is `env`. */
+export async function startProcess(argv: string[], cwd: string, env: Record<string, string>, what = argv.join(' ')): Promise<RunningBinary> {
+	const child = Bun.spawn(argv, { cwd, env, stdout: 'pipe', stderr: 'pipe' })
 	let output = ''
 	const decoder = new TextDecoder()
 	const reader = (child.stdout as ReadableStream<Uint8Array>).getReader()
@@ -69,7 +74,7 @@ export async function startBinary(at: BinaryFolder, env: Record<string, string>,
 		}
 	}
 	child.kill()
-	throw new Error(`the binary did not start: ${output}${await new Response(child.stderr as ReadableStream).text()}`)
+	throw new Error(`${what} did not start: ${output}${await new Response(child.stderr as ReadableStream).text()}`)
 }
 
 export const jsonPost = (body: unknown, headers: Record<string, string> = {}) => ({

@@ -1,4 +1,6 @@
 import { expect } from 'bun:test'
+import { eq, sql } from 'drizzle-orm'
+import { sessions } from '../../src/db/schema'
 import { PasswordHasher } from '../../src/modules/auth/password'
 import { createAdmin } from '../../src/modules/users/bootstrap'
 import type { TestApp } from './app'
@@ -38,6 +40,17 @@ export async function signUp(t: TestApp, fields: { email?: string; password?: st
 	const res = await t.call('POST', '/api/users', { json: { email, password, name: fields.name ?? 'Test User' } })
 	expect(res.status).toBe(201)
 	return login(t, email, password)
+}
+
+/**
+ * Moves a session's last check of its owner `seconds` into the past, as if it had been signed in that long ago:
+ * past REAUTHENTICATION_SECONDS it may add or change no way in until POST /auth/reauthentication.
+ */
+export async function ageSession(t: TestApp, account: Pick<Account, 'sessionId'>, seconds = 3600): Promise<void> {
+	await t.database.handle.db
+		.update(sessions)
+		.set({ authenticatedAt: sql`now() - ${seconds} * interval '1 second'` })
+		.where(eq(sessions.id, account.sessionId))
 }
 
 /** An admin, created the way an operator would (the bootstrap path), then logged in. */

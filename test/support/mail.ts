@@ -5,7 +5,9 @@ import { SMTPServer } from 'smtp-server'
 import { jobs, type JobRow } from '../../src/db/schema'
 import type { MailKind } from '../../src/mail/templates'
 import { mailThrottleKey } from '../../src/modules/email/tokens'
+import type { TestApp } from './app'
 import type { TestDatabase } from './database'
+import { login, signUp, type Account } from './fixtures'
 
 /** A mail as the SMTP server received it, parsed by mailparser. */
 export interface ReceivedMail {
@@ -193,4 +195,16 @@ export async function waitForMailJob(
 		if (Date.now() > deadline) throw new Error(`the ${kind} mail job to ${address} did not reach the expected state: ${JSON.stringify(rows[0])}`)
 		await Bun.sleep(50)
 	}
+}
+
+/**
+ * Signs up, proves the address with the sign-up's verification mail, and logs in again (a proved address
+ * signs every earlier session out): an account whose ways in were all added after its address was verified.
+ */
+export async function signUpVerified(t: TestApp, fields: { email?: string; name?: string } = {}): Promise<Account> {
+	const account = await signUp(t, fields)
+	const { token } = proofOf(await loggedMail(t, account.email, 10_000, 'verification'))
+	const verified = await t.call('POST', '/api/auth/email-verifications', { json: { token } })
+	if (verified.status !== 200) throw new Error(`verification answered ${verified.status}`)
+	return login(t, account.email)
 }

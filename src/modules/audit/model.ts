@@ -1,4 +1,5 @@
 import { t } from 'elysia'
+import { Id } from '../../http/ids'
 import { queryDateTime, queryInteger } from '../../http/problem'
 
 // A plain union of literals (t.UnionEnum would give the optional query filter a default value).
@@ -32,6 +33,10 @@ const EventType = t.Union([
 	t.Literal('recovery-codes.generated'),
 	t.Literal('identity.linked'),
 	t.Literal('identity.unlinked'),
+	t.Literal('reauthentication.succeeded'),
+	t.Literal('reauthentication.failed'),
+	t.Literal('reauthentication.code-sent'),
+	t.Literal('ways-in.removed'),
 	t.Literal('webhook.created'),
 	t.Literal('webhook.updated'),
 	t.Literal('webhook.deleted'),
@@ -60,7 +65,7 @@ export namespace AuditModel {
 		{
 			limit: t.Optional(queryInteger('limit', { minimum: 1, maximum: 100, default: 50 })),
 			cursor: t.Optional(t.String({ maxLength: 512 })),
-			userId: t.Optional(t.String({ format: 'uuid', description: 'events whose actor or subject is this user' })),
+			userId: t.Optional(Id({ description: 'events whose actor or subject is this user' })),
 			type: t.Optional(EventType),
 			occurredAfter: t.Optional(queryDateTime()),
 			occurredBefore: t.Optional(queryDateTime()),

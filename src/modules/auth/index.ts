@@ -6,8 +6,13 @@ import { envelope } from '../../http/problem'
 import { Envelope, problemResponses } from '../../http/openapi'
 import { toUserResource } from '../users/service'
 import { FactorModel } from '../factors/model'
+
+/** WebAuthn options as plain JSON. */
+const asJson = (options: object): Record<string, unknown> => ({ ...options })
 import { AuthModel } from './model'
 import type { AuthService, IssuedSession } from './service'
+import type { EmailService } from '../email/service'
+import type { FactorsService } from '../factors/service'
 
 export interface AuthModuleDeps {
 	auth: AuthService
@@ -29,6 +34,7 @@ export const tokenResponses = ({ guard, jwt }: Pick<AuthModuleDeps, 'guard' | 'j
 					jti: issued.accessTokenId,
 					amr: issued.assurance.amr,
 					aal: issued.assurance.aal,
+					auth_time: Math.floor(issued.authenticatedAt.getTime() / 1000),
 				}),
 				refreshToken: issued.refreshToken,
 				tokenType: 'Bearer' as const,
@@ -100,3 +106,64 @@ export const authModule = ({ auth, guard, jwt }: AuthModuleDeps) =>
 			},
 		)
 
+
+export interface ReauthenticationDeps extends Pick<AuthModuleDeps, 'auth' | 'guard' | 'jwt'> {
+	factors: Pick<FactorsService, 'reauthenticate' | 'reauthenticationChallenge' | 'hasSecondFactor'>
+	email: Pick<EmailService, 'sendReauthenticationCode' | 'checkReauthenticationCode'>
+}
+
+/** Seen by the tokens' `auth_time`: a check proves the session's owner again, for adding or changing a way in. */
+export const reauthentication = ({ auth, factors, email, guard, jwt }: ReauthenticationDeps) =>
+	new Elysia({ name: 'reauthentication', prefix: '/auth/reauthentication', detail: { tags: ['Authentication'] } })
+		.use(guard)
+		.use(tokenResponses({ guard, jwt }))
+		.use(requestContext)
+		.post(
+			'',
+			async ({ body, caller, client, tokenResponse }) => {
+				let renewed: IssuedSession
+				if ('password' in body) renewed = await auth.reauthenticateWithPassword(caller, body.password, client)
+				else if (body.method === 'email') {
+					const spend = await email.checkReauthenticationCode(caller.user, body.code, client)
+					renewed = await auth.reauthenticateWithMailedCode(caller, spend, client)
+				} else renewed = await factors.reauthenticate(caller, body, client)
+				return envelope(await tokenResponse(renewed), 'It is you: this session may add or change a way in for the next minutes')
+			},
+			{
+				// An enrolment-only session proves itself too: enrolling needs a recent check.
+				auth: { level: 'user', duringEnrollment: true },
+				body: AuthModel.reauthentication,
+				response: {
+					200: Envelope(AuthModel.tokens),
+					...problemResponses(400, 'invalid-code', 'invalid-credentials', 'invalid-second-factor', 403, 409, 413, 415, 422, 'rate-limited', 'login-locked', 'too-many-codes', 503),
+				},
+				detail: {
+					operationId: 'reauthenticate',
+					summary: 'Prove again that it is the session’s owner (a “sudo” check)',
+					description:
+						'With the password, a TOTP or recovery code, a passkey (options from POST /auth/reauthentication/challenges) or a code mailed by that route (accounts with neither password nor factor). Answers the login body for the same session: `sid` unchanged, a fresh `auth_time`, and a new refresh token (the old one counts as rotated). For REAUTHENTICATION_SECONDS (default 300) the session may add or change a way in (factors, identities, password and email without `currentPassword`). A second factor also raises the session to `aal2`. Wrong answers count toward the same lockouts as sign-in, and the route counts against the `/auth` budget. Mailed codes: after 10 wrong ones for the account in any 24 hours, 429 `too-many-codes` with `Retry-After`.',
+				},
+			},
+		)
+		.post(
+			'/challenges',
+			async ({ body, caller, client }) => {
+				if (body.method === 'webauthn') return envelope(asJson(await factors.reauthenticationChallenge(caller)), 'Sign the challenge with one of your passkeys')
+				await email.sendReauthenticationCode(caller.user, await factors.hasSecondFactor(caller.user.id), client)
+				return envelope(null, 'A code is on its way to your address')
+			},
+			{
+				auth: { level: 'user', duringEnrollment: true },
+				body: AuthModel.reauthenticationChallenge,
+				response: {
+					200: Envelope(t.Union([FactorModel.webauthnOptions, t.Null()])),
+					...problemResponses(400, 401, 403, 409, 413, 415, 422, 429, 'mail-unavailable', 503),
+				},
+				detail: {
+					operationId: 'createReauthenticationChallenge',
+					summary: 'Options for a passkey check, or a code by mail',
+					description:
+						'`webauthn`: options for `startAuthentication` listing the account’s passkeys (409 without one); the challenge is single use, 5 minutes, for this session only. `email`: a 6-digit code (10 minutes) to the account’s address, for accounts with neither a password nor a second factor (409 otherwise); at most one mail per MAIL_RESEND_SECONDS, answered alike.',
+				},
+			},
+		)

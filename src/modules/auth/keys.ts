@@ -21,7 +21,7 @@ export interface TokenKeys {
 	/** jose's key lookup: the key whose `kid` the token names, only if the token's `alg` is that key's own. */
 	verificationKey: (header: { kid?: string; alg?: string }) => Promise<CryptoKey>
 	jwks: { keys: JWK[] }
-	/** The random HS256 secret made up without JWT_SECRET (development), for WORKERS to share. */
+	/** The random HS256 secret made up without JWT_SECRET (DATA_DIR=memory://), for WORKERS to share. */
 	developmentSecret?: string
 }
 
@@ -72,10 +72,11 @@ async function publishedKey(key: CryptoKey, alg: SigningAlgorithm): Promise<JWK 
 /**
  * The current signing key, and the keys that verify: the current one plus
  * the retired ones (rotation), each of whatever algorithm it was made for.
- * HS256 uses a secret's UTF-8 bytes as they are; without JWT_SECRET
- * (development only; the config refuses production) a random secret lives as
- * long as the process. EdDSA/ES256 sign with the PEM private key. Public keys,
- * current and previous, are published at /.well-known/jwks.json; secrets never.
+ * HS256 uses a secret's UTF-8 bytes as they are; without JWT_SECRET (only with
+ * DATA_DIR=memory://: development otherwise keeps one in DATA_DIR, and the config
+ * refuses production) a random secret lives as long as the process.
+ * EdDSA/ES256 sign with the PEM private key. Public keys, current and previous,
+ * are published at /.well-known/jwks.json; secrets never.
  * Key ids are RFC 7638 thumbprints (a digest for HS256), never key material.
  */
 export async function loadTokenKeys(jwt: Config['jwt'], log: Logger): Promise<TokenKeys> {

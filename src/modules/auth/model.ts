@@ -1,5 +1,8 @@
 import { t } from 'elysia'
+import { FactorModel } from '../factors/model'
 import { UserModel } from '../users/model'
+
+const Code = t.String({ minLength: 1, maxLength: 64, examples: ['123456'] })
 
 export namespace AuthModel {
 	export const login = t.Object({
@@ -22,8 +25,23 @@ export namespace AuthModel {
 		}),
 	)
 
+	/** One proof that the session's owner is at the keyboard: the password, a second factor, or a code by mail. */
+	export const reauthentication = t.Union([
+		t.Object({ password: t.String({ minLength: 1, maxLength: 1024 }) }, { additionalProperties: false }),
+		t.Object({ method: t.Union([t.Literal('totp'), t.Literal('recovery-code')]), code: Code }, { additionalProperties: false }),
+		t.Object({ method: t.Literal('webauthn'), response: FactorModel.authenticationResponse }, { additionalProperties: false }),
+		t.Object({ method: t.Literal('email'), code: Code }, { additionalProperties: false }),
+	])
+
+	export const reauthenticationChallenge = t.Object({
+		method: t.Union([t.Literal('webauthn'), t.Literal('email')], { description: '`webauthn`: options for one of the account’s passkeys; `email`: a 6-digit code to its address' }),
+	})
+
 	export const tokens = t.Object({
-		accessToken: t.String({ description: 'JWT (RFC 9068), for `Authorization: Bearer …`' }),
+		accessToken: t.String({
+			description:
+				'JWT (RFC 9068), for `Authorization: Bearer …`. Claims: `iss`, `aud`, `sub` (the user id), `sid` (the session id), `role`, `iat`, `exp`, `jti`, `aal` (`aal1`, or `aal2` after a second factor or a passkey) and `amr`, how the session was established: RFC 8176 values only: `pwd` (a password here), `otp` (a TOTP or recovery code), `hwk` (a passkey), `mfa` (two distinct factors); a sign-in at an identity provider adds none of its own (RFC 8176 has no value for it), so a provider alone gives `[]` and a provider then a TOTP code `[\"otp\", \"mfa\"]`.',
+		}),
 		refreshToken: t.String({ description: 'opaque; single use: each refresh returns a new one' }),
 		tokenType: t.Literal('Bearer'),
 		expiresIn: t.Integer({ description: 'seconds until the access token expires' }),

@@ -1,9 +1,9 @@
-import { and, eq, isNull, sql } from 'drizzle-orm'
+import { and, eq, gt, isNull, sql } from 'drizzle-orm'
 import type { Database } from '../../db/client'
 import type { Config } from '../../config/env'
 import { refreshTokens, sessions, users, type SessionRow, type UserRow } from '../../db/schema'
 import { AppError } from '../../http/problem'
-import { normalizeEmail } from '../users/service'
+import { normalizeEmail, recordLoginLocked } from '../users/service'
 import type { AuditLog } from '../audit/service'
 import { isLoginLocked, type LoginLockout, type PasswordAttempt } from './lockout'
 import type { PasswordHasher } from './password'
@@ -36,6 +36,8 @@ export interface IssuedSession {
 	accessTokenId: string
 	/** How the session was established: the token's `amr` and `aal`. */
 	assurance: SessionAssurance
+	/** The session's last sign-in or check of its owner: the token's `auth_time`. */
+	authenticatedAt: Date
 }
 
 /** A login whose password was right on an account with an active factor: no tokens yet. */
@@ -90,7 +92,7 @@ export class AuthService {
 				// The password was right: its failures are forgiven; the second factor has a lockout of its own.
 				await attempt.succeeded()
 				await this.deps.audit.record('login.mfa-required', client, { subjectId: user.id, details: { methods: methods.join(' ') } })
-				return { mfaRequired: true, mfaToken: await issueMfaToken(this.deps.db, user), methods }
+				return { mfaRequired: true, mfaToken: await issueMfaToken(this.deps.db, user, PASSWORD_ONLY.amr), methods }
 			}
 			const assurance = user && mustHaveFactor(this.deps.mfaRequired, user.role) ? { ...PASSWORD_ONLY, enrollmentOnly: true } : PASSWORD_ONLY
 			const started = user && valid && user.status === 'active' ? await this.startCheckedSession(user, password, client, assurance) : undefined
@@ -101,7 +103,7 @@ export class AuthService {
 			}
 			await attempt.succeeded()
 			await this.deps.audit.record('login.succeeded', client, { actorId: user.id, subjectId: user.id, details: { sessionId: started.session.id } })
-			return { user, sessionId: started.session.id, refreshToken: started.refreshToken, accessTokenId: started.accessTokenId, assurance }
+			return { user, sessionId: started.session.id, refreshToken: started.refreshToken, accessTokenId: started.accessTokenId, assurance, authenticatedAt: started.session.authenticatedAt }
 		} finally {
 			// A check the database cut short (503) reached no verdict: it must not count toward the lockout.
 			await attempt.release()
@@ -142,7 +144,7 @@ export class AuthService {
 				if (!user || !(await spend(tx))) throw abandoned
 				if (requireVerifiedEmail && user.emailVerifiedAt === null) throw emailNotVerified()
 				const started = await startSession(tx, user.id, client, refreshTtlSeconds, sessionsPerUserMax, assurance)
-				return { user, sessionId: started.session.id, refreshToken: started.refreshToken, accessTokenId: started.accessTokenId, assurance }
+				return { user, sessionId: started.session.id, refreshToken: started.refreshToken, accessTokenId: started.accessTokenId, assurance, authenticatedAt: started.session.authenticatedAt }
 			})
 		} catch (error) {
 			if (error === abandoned) return undefined
@@ -150,26 +152,118 @@ export class AuthService {
 		}
 	}
 
-	/** Counts a failed password check toward the lockout and audits it, and the lock it starts. */
+	/**
+	 * POST /auth/reauthentication with a password: the same check as a login (the lockout, equal work for
+	 * an account without a password), then the session is renewed as proved now.
+	 */
+	async reauthenticateWithPassword(caller: Caller, password: string, client: ClientInfo): Promise<IssuedSession> {
+		const { user } = caller
+		const attempt = await this.reserveAttempt(user.email, client, user.id)
+		try {
+			const valid = await this.deps.hasher.verifyForLogin(password, user.passwordHash ?? undefined)
+			const renewed = valid ? await this.renewSession(caller, { amr: ['pwd'], spend: async (tx) => (await holdCredentials(tx, user, undefined)) }) : undefined
+			if (!renewed) {
+				await this.recordFailure(attempt, client, { email: user.email, subjectId: user.id, actorId: user.id, reason: valid ? 'credentials-changed' : 'wrong-password' })
+				await this.deps.audit.record('reauthentication.failed', client, { actorId: user.id, subjectId: user.id, details: { method: 'password' } })
+				throw invalidCredentials()
+			}
+			await attempt.succeeded()
+			await this.deps.audit.record('reauthentication.succeeded', client, { actorId: user.id, subjectId: user.id, details: { sessionId: caller.sessionId, method: 'password' } })
+			return renewed
+		} finally {
+			await attempt.release()
+		}
+	}
+
+	/** POST /auth/reauthentication with a code mailed to the account (which has neither password nor factor). */
+	async reauthenticateWithMailedCode(caller: Caller, spend: (tx: Queryable) => Promise<boolean>, client: ClientInfo): Promise<IssuedSession> {
+		const who = { actorId: caller.user.id, subjectId: caller.user.id }
+		// A mailed code is no method of RFC 8176's: `amr` stays as it was; only `auth_time` moves.
+		const renewed = await this.renewSession(caller, { amr: [], spend })
+		if (!renewed) {
+			await this.deps.audit.record('reauthentication.failed', client, { ...who, details: { method: 'email', reason: 'spent-meanwhile' } })
+			throw new AppError('invalid-code', 'The token or code is wrong, used or replaced by a newer one; ask for a new mail')
+		}
+		await this.deps.audit.record('reauthentication.succeeded', client, { ...who, details: { sessionId: caller.sessionId, method: 'email' } })
+		return renewed
+	}
+
+	/**
+	 * The caller's session, proved by its owner now: `authenticatedAt` (the tokens' `auth_time`) is set, the
+	 * proof's methods join its `amr` (a second factor raises it to aal2), and a new token pair replaces the
+	 * live one (the old refresh token then counts as rotated). Only if `spend` (the code, challenge or
+	 * counter the proof used) is still unspent; undefined otherwise, or when the session ended meanwhile.
+	 */
+	async renewSession(
+		caller: Caller,
+		proof: { amr: string[]; secondFactor?: boolean; spend: (tx: Queryable) => Promise<boolean> },
+	): Promise<IssuedSession | undefined> {
+		const abandoned = Symbol('abandoned')
+		try {
+			return await this.deps.db.transaction(async (tx) => {
+				const [session] = await tx
+					.select()
+					.from(sessions)
+					.where(and(eq(sessions.id, caller.sessionId), isNull(sessions.revokedAt), gt(sessions.expiresAt, sql`now()`)))
+					.for('update')
+				const [user] = await tx.select().from(users).where(and(eq(users.id, caller.user.id), eq(users.status, 'active')))
+				if (!session || !user || !(await proof.spend(tx))) throw abandoned
+				const methods = proof.secondFactor ? [...proof.amr, 'mfa'] : proof.amr
+				const now = new Date()
+				const [renewed] = await tx
+					.update(sessions)
+					.set({
+						authenticatedAt: now,
+						lastUsedAt: now,
+						amr: [...new Set([...session.amr, ...methods])],
+						...(proof.secondFactor ? { aal: 'aal2' as const, enrollmentOnly: false } : {}),
+					})
+					.where(eq(sessions.id, session.id))
+					.returning()
+				if (!renewed) throw abandoned
+				const [live] = await tx
+					.update(refreshTokens)
+					.set({ rotatedAt: now })
+					.where(and(eq(refreshTokens.sessionId, session.id), isNull(refreshTokens.rotatedAt)))
+					.returning({ id: refreshTokens.id })
+				const { refreshToken, accessTokenId } = await issueTokenPair(tx, session.id, live?.id ?? null)
+				const assurance: SessionAssurance = { amr: renewed.amr, aal: renewed.aal, enrollmentOnly: caller.assurance.enrollmentOnly && !proof.secondFactor }
+				return { user, sessionId: session.id, refreshToken, accessTokenId, assurance, authenticatedAt: now }
+			})
+		} catch (error) {
+			if (error === abandoned) return undefined
+			throw error
+		}
+	}
+
+	/**
+	 * Counts a failed password check toward the lockout and audits it, and the lock it starts. The email is
+	 * kept only when it is an account's (`subjectId`): text no account has is whatever was typed, perhaps a
+	 * password in the wrong box, so it is neither audited nor sent. Such text is locked all the same (no
+	 * enumeration by behaviour); only an account's lock is a `login.locked` event, carrying the account.
+	 */
 	async recordFailure(
 		attempt: PasswordAttempt,
 		client: ClientInfo,
 		{ email, subjectId, actorId, reason }: { email: string; subjectId?: string; actorId?: string; reason: string },
 	) {
-		await this.deps.audit.record('login.failed', client, { actorId, subjectId, details: { email, reason } })
+		const shown: Record<string, string> = subjectId ? { email } : {}
+		await this.deps.audit.record('login.failed', client, { actorId, subjectId, details: { ...shown, reason } })
 		if (!(await attempt.failed())) return
-		await this.deps.audit.record('login.locked', client, { actorId, subjectId, details: { email } })
+		await this.deps.audit.record('login.locked', client, { actorId, subjectId, details: shown })
 		// The lock lives in the counter store, not in a transaction: the event is written on its own.
-		await recordWebhookEvents(this.deps.db, [{ type: 'login.locked', data: { email, userId: subjectId ?? null, reason: 'password' } }])
+		if (subjectId) await recordLoginLocked(this.deps.db, subjectId, 'password')
 	}
 
-	/** A password check reserved with the lockout; a refusal is audited as a failed login. */
+	/** A password check reserved with the lockout; a refusal is audited as a failed login (of the account, if one has the email). */
 	async reserveAttempt(email: string, client: ClientInfo, actorId?: string): Promise<PasswordAttempt> {
 		try {
 			return await this.deps.lockout.reserve(email)
 		} catch (error) {
-			if (isLoginLocked(error))
-				await this.deps.audit.record('login.failed', client, { actorId, details: { email, reason: 'locked' } })
+			if (isLoginLocked(error)) {
+				const [account] = await this.deps.db.select({ id: users.id }).from(users).where(eq(users.email, email))
+				await this.deps.audit.record('login.failed', client, { actorId, subjectId: account?.id, details: account ? { email, reason: 'locked' } : { reason: 'locked' } })
+			}
 			throw error
 		}
 	}
@@ -254,7 +348,7 @@ export class AuthService {
 			})
 			.where(eq(sessions.id, sessionId))
 		const assurance: SessionAssurance = { amr: session.amr, aal: session.aal, enrollmentOnly: session.enrollmentOnly }
-		return { kind: 'issued' as const, issued: { user, sessionId, refreshToken, accessTokenId, assurance } }
+		return { kind: 'issued' as const, issued: { user, sessionId, refreshToken, accessTokenId, assurance, authenticatedAt: session.authenticatedAt } }
 	}
 
 	async logout(caller: Caller, scope: LogoutScope, client: ClientInfo): Promise<number> {

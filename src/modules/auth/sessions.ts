@@ -1,7 +1,8 @@
 import { and, asc, desc, eq, gt, inArray, isNull, lt, ne, notExists, sql } from 'drizzle-orm'
+import type { Config } from '../../config/env'
 import type { Database } from '../../db/client'
-import { refreshTokens, sessions, users, type SessionRow, type UserRow } from '../../db/schema'
-import { NotFound } from '../../http/problem'
+import { factors, refreshTokens, sessions, users, type SessionRow, type UserRow } from '../../db/schema'
+import { AppError, NotFound } from '../../http/problem'
 import type { ClientInfo } from '../audit/service'
 import type { SessionResource } from '../users/model'
 import { recordWebhookEvents, type WebhookEvent } from '../webhooks/outbox'
@@ -21,15 +22,37 @@ export interface SessionAssurance {
 }
 
 export const PASSWORD_ONLY: SessionAssurance = { amr: ['pwd'], aal: 'aal1', enrollmentOnly: false }
+/**
+ * A sign-in at an identity provider: RFC 8176 has no value for "federated", and what the provider did (a
+ * password there, a passkey…) is its own to say, so the list is empty rather than a guess.
+ */
+export const PROVIDER_ONLY: SessionAssurance = { amr: [], aal: 'aal1', enrollmentOnly: false }
 
 export interface Caller {
 	user: UserRow
 	sessionId: string
 	assurance: SessionAssurance
+	/** The session's last sign-in or check of its owner (the tokens' `auth_time`). */
+	authenticatedAt: Date
+}
+
+/** Whether MFA_REQUIRED names this account. */
+export const mustHaveFactor = (required: Config['mfa']['required'], role: UserRow['role']) =>
+	required === 'all' || (required === 'admins' && role === 'admin')
+
+export const reauthenticationRequired = () =>
+	new AppError('reauthentication-required', 'Confirm it is you first: sign in again or use POST /auth/reauthentication, then retry within 5 minutes')
+
+/**
+ * Adding or changing a way in needs a session that proved its owner within `seconds` (a "sudo" check, as
+ * GitHub and Google make): a token taken from an older session adds no way in.
+ */
+export function requireRecentAuthentication(caller: Caller, seconds: number): void {
+	if (Date.now() - caller.authenticatedAt.getTime() > seconds * 1000) throw reauthenticationRequired()
 }
 
 /** Why sessions ended, as `session.revoked` webhook events tell it. */
-export const SESSION_END_REASONS = ['logout', 'revoked', 'deactivated', 'password-changed', 'password-reset', 'token-reuse', 'session-limit'] as const
+export const SESSION_END_REASONS = ['logout', 'revoked', 'deactivated', 'password-changed', 'password-reset', 'token-reuse', 'session-limit', 'email-verified'] as const
 export type SessionEndReason = (typeof SESSION_END_REASONS)[number]
 
 /** A `session.*` webhook event: the session as the API shows it, with its user and how it was established. */
@@ -131,15 +154,20 @@ export async function issueTokenPair(db: Queryable, sessionId: string, parentId:
  * It runs on every authenticated request, so its SQL is built once per
  * database (a Drizzle prepared query) instead of once per request.
  */
-export function callerFinder(db: Database) {
+export function callerFinder(db: Database, mfaRequired: Config['mfa']['required'] = 'off') {
+	const columns = {
+		user: users,
+		supersededAccessTokenIds: sessions.supersededAccessTokenIds,
+		amr: sessions.amr,
+		aal: sessions.aal,
+		authenticatedAt: sessions.authenticatedAt,
+	}
+	// Enrolment-only is decided on every request from the account as it is now (its role, its factors), not
+	// from what the login saw: a promotion or a last factor removed holds the session to enrolment at once.
+	// Without MFA_REQUIRED no one is held, and the read path does not pay for the question.
+	const hasActiveFactor = sql<boolean>`exists (select 1 from ${factors} where ${factors.userId} = ${users.id} and ${factors.status} = 'active')`
 	const lookup = db
-		.select({
-			user: users,
-			supersededAccessTokenIds: sessions.supersededAccessTokenIds,
-			amr: sessions.amr,
-			aal: sessions.aal,
-			enrollmentOnly: sessions.enrollmentOnly,
-		})
+		.select(mfaRequired === 'off' ? columns : { ...columns, hasActiveFactor })
 		.from(sessions)
 		.innerJoin(users, eq(users.id, sessions.userId))
 		.where(
@@ -152,13 +180,15 @@ export function callerFinder(db: Database) {
 			),
 		)
 		.limit(1)
-		.prepare('latchkey_find_caller')
+		.prepare(mfaRequired === 'off' ? 'latchkey_find_caller' : 'latchkey_find_caller_mfa')
 
 	return async (claims: { sid: string; sub: string; jti: string }): Promise<Caller | undefined> => {
 		const [row] = await lookup.execute({ sid: claims.sid, sub: claims.sub })
 		if (!row || row.supersededAccessTokenIds.includes(claims.jti)) return undefined
-		const { amr, aal, enrollmentOnly } = row
-		return { user: row.user, sessionId: claims.sid, assurance: { amr, aal, enrollmentOnly } }
+		const { amr, aal, authenticatedAt } = row
+		// Held to enrolment: a factor is owed and this session has not used one (none exists, or it came later).
+		const enrollmentOnly = mustHaveFactor(mfaRequired, row.user.role) && !('hasActiveFactor' in row && row.hasActiveFactor && aal === 'aal2')
+		return { user: row.user, sessionId: claims.sid, assurance: { amr, aal, enrollmentOnly }, authenticatedAt }
 	}
 }
 

@@ -15,6 +15,8 @@ export interface AccessClaims {
 	/** RFC 8176 methods of the session's sign-in, and the assurance level they give. */
 	amr: string[]
 	aal: 'aal1' | 'aal2'
+	/** When the session last proved its owner (OpenID Connect Core's `auth_time`, seconds). */
+	auth_time: number
 }
 
 /**

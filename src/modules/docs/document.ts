@@ -63,7 +63,11 @@ const EXAMPLE_ID = '0193f1c2-7a5e-7c3b-9d2e-5f6a7b8c9d0e'
 const REASONS: Record<string, string> = { '200': 'OK', '201': 'Created', '204': 'No Content' }
 
 const TAGS = [
-	{ name: 'Authentication', description: 'Log in, refresh the token pair (rotation), log out.' },
+	{
+		name: 'Authentication',
+		description:
+			'Log in, refresh the token pair (rotation), log out; prove again that it is the session’s owner (POST /auth/reauthentication) before adding or changing a way in. A way in is the password, a second factor, a linked identity or the address that receives recovery mail: adding one needs a check within REAUTHENTICATION_SECONDS; a proved address removes what was added while it was not; recovery removes recent passkeys and identities not added at `aal2`; each change sends the owner a notice.',
+	},
 	{ name: 'Users', description: 'Accounts: sign-up, reading and editing, deactivation, sessions. `{id}` may be `me`.' },
 	{ name: 'Email', description: 'Verification, recovery and email change: mails with a link and a 6-digit code, sent in the background.' },
 	{
@@ -145,6 +149,8 @@ const description = (summary: string) =>
 		'- Request bodies refuse members they do not list (422, `code: additionalProperties`): their schemas say `additionalProperties: false`. ' +
 			'So does the query of operations marked `x-query: { additionalProperties: false }`; operations that list no query parameters ignore the query string.',
 		'- Any operation: a query parameter given twice or holding a NUL character is 400; an `Accept` that admits no JSON is 406.',
+		'- Ids are UUIDs, issued in lower case; in a path or a query either letter case names the same resource (`me` is lower case only). ' +
+			'Anything else (no hyphens, braces, a `urn:uuid:` prefix) is 422 at the parameter.',
 		'- POST, PUT and DELETE: a body must be `application/json` (415), at most `BODY_LIMIT_BYTES` (default 65536) long (413) and valid JSON (400), ' +
 			'whether or not the operation reads it.',
 		'- Every operation but the health probes counts against the client’s rate budget, and while rate limits are on every answer carries ' +

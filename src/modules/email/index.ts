@@ -57,13 +57,13 @@ export const emailModule = ({ email }: EmailModuleDeps) =>
 				body: EmailModel.verification,
 				response: {
 					200: Envelope(UserModel.user),
-					...problemResponses(400, 'invalid-code', 'code-expired', 'email-taken', 413, 415, 422, 429, 503),
+					...problemResponses(400, 'invalid-code', 'code-expired', 'email-taken', 413, 415, 422, 429, 'too-many-codes', 503),
 				},
 				detail: {
 					operationId: 'verifyEmail',
 					summary: 'Prove an address with the token or code from a mail',
 					description:
-						'Marks the account’s email verified, or applies a pending email change (409 `email-taken` if another account took the address meanwhile). Tokens and codes work once; a new mail voids the older ones; the fifth wrong code voids it. A genuine token past its time is 400 `code-expired`; anything else refused is 400 `invalid-code`.',
+						'Marks the account’s email verified, or applies a pending email change (409 `email-taken` if another account took the address meanwhile). Tokens and codes work once; a new mail voids the older ones; the fifth wrong code voids it. A genuine token past its time is 400 `code-expired`; anything else refused is 400 `invalid-code`. After 10 wrong codes for an address in any 24 hours (an unknown address alike), `{ email, code }` is 429 `too-many-codes`, right code or not, with `Retry-After` until the oldest of them is 24 hours old; the link’s token still works.',
 					security: [],
 				},
 			},
@@ -88,13 +88,13 @@ export const emailModule = ({ email }: EmailModuleDeps) =>
 				body: EmailModel.passwordReset,
 				response: {
 					200: Envelope(t.Null()),
-					...problemResponses(400, 'invalid-code', 'code-expired', 413, 415, 422, 429, 503),
+					...problemResponses(400, 'invalid-code', 'code-expired', 413, 415, 422, 429, 'too-many-codes', 503),
 				},
 				detail: {
 					operationId: 'resetPassword',
 					summary: 'Set a new password with the token or code from a recovery mail',
 					description:
-						'The password policy applies (422). Marks the email verified, revokes every session of the account, voids its other recovery tokens, cancels a pending email change and clears the email’s login lockout. It does not sign the user in.',
+						'The password policy applies (422). Marks the email verified, revokes every session of the account, voids its other recovery tokens, cancels a pending email change and clears the email’s login lockout. It does not sign the user in. After 10 wrong recovery codes for an address in any 24 hours (an unknown address alike), `{ email, code, password }` is 429 `too-many-codes`, right code or not, with `Retry-After` until the oldest of them is 24 hours old; the link’s token still works.',
 					security: [],
 				},
 			},

@@ -1,4 +1,4 @@
-import { and, desc, eq, gt, inArray, isNull, sql } from 'drizzle-orm'
+import { and, desc, eq, getTableColumns, gt, inArray, isNull, sql } from 'drizzle-orm'
 import type { Config } from '../../config/env'
 import type { Database } from '../../db/client'
 import { sqlState } from '../../db/client'
@@ -7,25 +7,36 @@ import { AppError, Conflict, ValidationFailed, type FieldError } from '../../htt
 import { enqueue, queuedSince } from '../../jobs/queue'
 import { PermanentJobError } from '../../jobs/worker'
 import type { Mailer, OutgoingMail } from '../../mail/mailer'
+import type { WayInNotices } from '../../mail/notices'
+import { enqueueMail, MAIL_QUEUE } from '../../mail/outbox'
 import type { MailKind, MailTemplates } from '../../mail/templates'
 import type { AuditLog, ClientInfo } from '../audit/service'
 import type { LoginLockout } from '../auth/lockout'
 import type { PasswordHasher } from '../auth/password'
 import { revokeUserSessions, type Queryable } from '../auth/sessions'
+import { removeRecentWaysNotAddedAtAal2, removeWaysAddedUnverified, waysInOf } from '../auth/ways-in'
 import { normalizeEmail, userChangeEvents } from '../users/service'
 import { recordWebhookEvents } from '../webhooks/outbox'
+import { admitCodeTry, purgeCodeFailures, tooManyCodes, wrongCodesSince, type CodeKind } from './code-limit'
 import { hashCode, hashLinkToken, inWords, mailThrottleKey, newCode, newLinkToken, sameDigest } from './tokens'
 
 export type TokenPurpose = EmailTokenRow['purpose']
 
-/** The queues of the job worker this module feeds and serves. */
-export const MAIL_QUEUE = 'mail'
+/** The queues of the job worker this module feeds and serves (the outbox's lives in the mail floor). */
+export { MAIL_QUEUE }
 export const MAIL_REQUEST_QUEUE = 'mail-request'
-/** Mails already decided go out before more requests are decided: a flood of requests cannot hold them back. */
-const MAIL_PRIORITY = 1
 
-/** Wrong tries a code survives; the fifth wrong one voids it. */
+/** A reauthentication code by mail lives this long: it is typed into the page that asked for it, at once. */
+export const REAUTHENTICATION_CODE_SECONDS = 600
+
+/** Wrong tries a code survives; the fifth wrong one voids it (and its link). */
 export const CODE_ATTEMPTS = 5
+
+/** What a code is compared with where an address has no live code: no 6 digits hash to its digest. */
+const DECOY = { id: '00000000-0000-0000-0000-000000000000', codeHash: hashCode('00000000-0000-0000-0000-000000000000', 'no code') }
+
+/** Whose count of wrong codes a token's purpose shares: each route's (verification and email change share theirs). */
+const codeKindOf = (purpose: TokenPurpose): CodeKind => (purpose === 'email-change' ? 'verification' : purpose)
 
 /** A proof presented at /auth/email-verifications or /auth/password-resets: the link's token, or the address and its code. */
 export type Proof = { token: string } | { email: string; code: string }
@@ -48,6 +59,8 @@ export interface EmailServiceDeps {
 	passwordProblem: (password: string) => FieldError | undefined
 	/** Runs this instance's job worker now, after a transaction queued a mail. */
 	wakeJobs: () => void
+	/** Notices of ways in added or removed, and the review after a recovery. */
+	notices: WayInNotices
 }
 
 /** A mail request as queued by a 202 route: the work (and its timing) happens in the job worker. */
@@ -138,7 +151,7 @@ export class EmailService {
 	/** POST /auth/email-verifications: proves the address (the account's, or a pending change's, which then applies). */
 	async verifyEmail(proof: Proof, client: ClientInfo): Promise<UserRow> {
 		const outcome = await this.deps.db.transaction(async (tx) => {
-			const checked = await this.checkProof(tx, proof, ['verification', 'email-change'])
+			const checked = await this.checkProof(tx, proof, 'verification', ['verification', 'email-change'])
 			if (checked.kind !== 'valid') return checked
 			const { row } = checked
 			const user = await lockActiveUser(tx, eq(users.id, row.userId))
@@ -164,9 +177,11 @@ export class EmailService {
 			if (!updated) return { kind: 'invalid' as const, purpose: row.purpose }
 			await markUsed(tx, row.id)
 			await recordWebhookEvents(tx, userChangeEvents(user ?? null, updated))
+			if (user?.emailVerifiedAt === null) await this.onAddressProved(tx, updated, client)
 			return { kind: 'applied' as const, user: updated, before: user, purpose: row.purpose }
 		})
 		if (outcome.kind !== 'applied') return this.refuse(outcome, client)
+		this.deps.wakeJobs()
 		const who = { actorId: outcome.user.id, subjectId: outcome.user.id }
 		if (outcome.purpose === 'email-change') await this.deps.audit.record('email.changed', client, { ...who, details: { confirmed: true } })
 		else await this.deps.audit.record('email.verified', client, who)
@@ -182,7 +197,7 @@ export class EmailService {
 		const { db, hasher, lockout, audit } = this.deps
 		const weakness = this.deps.passwordProblem(password)
 		if (weakness) throw new ValidationFailed([weakness])
-		const checked = await db.transaction((tx) => this.checkProof(tx, proof, ['recovery']))
+		const checked = await db.transaction((tx) => this.checkProof(tx, proof, 'recovery', ['recovery']))
 		if (checked.kind !== 'valid') return this.refuse(checked, client)
 		const passwordHash = await hasher.hash(password)
 		const outcome = await db.transaction(async (tx) => {
@@ -203,13 +218,21 @@ export class EmailService {
 				})
 				.where(eq(users.id, user.id))
 				.returning()
-			if (updated) await recordWebhookEvents(tx, userChangeEvents(user, updated, true))
+			if (!updated) return { kind: 'invalid' as const, purpose: 'recovery' as const }
+			await recordWebhookEvents(tx, userChangeEvents(user, updated, true))
 			await markUsed(tx, row.id)
 			await voidTokens(tx, user.id, ['recovery', 'email-change'])
 			const revoked = await revokeUserSessions(tx, user.id, 'password-reset')
+			// What an intruder may have added goes with the sessions; the owner hears what remains.
+			const removed = [
+				...(user.emailVerifiedAt === null ? await removeWaysAddedUnverified(tx, user.id) : []),
+				...(await removeRecentWaysNotAddedAtAal2(tx, user.id, this.deps.settings.recoveryReviewSeconds)),
+			]
+			await this.deps.notices.queueRecoveryReview(tx, updated, { removed, remaining: await waysInOf(tx, updated) }, client)
 			return { kind: 'reset' as const, user, revoked }
 		})
 		if (outcome.kind !== 'reset') return this.refuse(outcome, client)
+		this.deps.wakeJobs()
 		await lockout.clear(outcome.user.email)
 		await audit.record('password.reset', client, {
 			actorId: outcome.user.id,
@@ -218,8 +241,56 @@ export class EmailService {
 		})
 	}
 
+	/**
+	 * POST /auth/reauthentication/challenges `{ method: "email" }`: a 6-digit code to the account's address, for
+	 * accounts with neither a password nor a second factor to prove it with (one made through a provider).
+	 * Held to one mail per MAIL_RESEND_SECONDS like the others; answers the same either way.
+	 */
+	async sendReauthenticationCode(user: UserRow, hasSecondFactor: boolean, client: ClientInfo): Promise<void> {
+		if (user.passwordHash !== null || hasSecondFactor)
+			throw new Conflict('conflict', 'This account proves it is you with its password or second factor; a code by mail is for accounts that have neither')
+		this.assertMailAvailable()
+		const queued = await this.deps.db.transaction(async (tx) => {
+			const locked = await lockActiveUser(tx, eq(users.id, user.id))
+			return locked ? this.issueAndQueue(tx, locked, 'reauthentication', locked.email) : false
+		})
+		if (!queued) return
+		this.deps.wakeJobs()
+		await this.deps.audit.record('reauthentication.code-sent', client, { actorId: user.id, subjectId: user.id })
+	}
+
+	/**
+	 * A reauthentication code checked (a wrong one counts against it, committed as such); what spends it, in the
+	 * session's renewal, when it is right. Refused codes throw as every mailed code does.
+	 */
+	async checkReauthenticationCode(user: UserRow, code: string, client: ClientInfo): Promise<(tx: Tx) => Promise<boolean>> {
+		const checked = await this.deps.db.transaction((tx) => this.checkProof(tx, { email: user.email, code }, 'reauthentication', ['reauthentication']))
+		if (checked.kind !== 'valid' || checked.row.userId !== user.id) return this.refuse(checked.kind === 'valid' ? { kind: 'invalid' } : checked, client)
+		const { id } = checked.row
+		return async (tx) =>
+			(await tx.update(emailTokens).set({ usedAt: sql`now()` }).where(and(eq(emailTokens.id, id), isNull(emailTokens.usedAt), isNull(emailTokens.voidedAt))).returning({ id: emailTokens.id }))
+				.length === 1
+	}
+
+	/**
+	 * The account's address was just proved by a verification: what was added while it was not goes, and every
+	 * session with it (whoever made them could not read this mailbox); the owner gets a notice of each removal.
+	 */
+	private async onAddressProved(tx: Tx, user: UserRow, client: ClientInfo) {
+		const removed = await removeWaysAddedUnverified(tx, user.id)
+		await revokeUserSessions(tx, user.id, 'email-verified')
+		await this.deps.notices.queue(tx, user, removed, client)
+	}
+
 	/** Audits a refused proof and throws its problem. */
-	private async refuse(outcome: { kind: 'invalid' | 'expired'; purpose?: TokenPurpose; userId?: string; voided?: boolean }, client: ClientInfo): Promise<never> {
+	private async refuse(
+		outcome: { kind: 'invalid' | 'expired'; purpose?: TokenPurpose; userId?: string; voided?: boolean } | { kind: 'too-many-codes'; codeKind: CodeKind; retryAfterSeconds: number },
+		client: ClientInfo,
+	): Promise<never> {
+		if (outcome.kind === 'too-many-codes') {
+			await this.deps.audit.record('code.rejected', client, { details: { reason: outcome.kind, purpose: outcome.codeKind } })
+			throw tooManyCodes(outcome.retryAfterSeconds)
+		}
 		await this.deps.audit.record('code.rejected', client, {
 			subjectId: outcome.userId,
 			details: { reason: outcome.kind, purpose: outcome.purpose ?? null, ...(outcome.voided ? { codeVoided: true } : {}) },
@@ -227,11 +298,21 @@ export class EmailService {
 		throw outcome.kind === 'expired' ? codeExpired() : invalidCode()
 	}
 
+	/** Deletes wrong codes that count no more (older than 24 hours and than any live code); returns how many went. */
+	purgeCodeFailures(): Promise<number> {
+		const { verificationTtlSeconds, recoveryTtlSeconds } = this.deps.settings
+		return purgeCodeFailures(this.deps.db, Math.max(verificationTtlSeconds, recoveryTtlSeconds, REAUTHENTICATION_CODE_SECONDS))
+	}
+
 	/**
 	 * Finds the token row a proof names, locked. A link token is found by its hash; a code by the address it
-	 * went to, among that address's live rows (a wrong code counts against each, and the fifth voids it).
+	 * went to, among that address's live rows, once the address's count of wrong codes of this kind admits
+	 * another try (10 in any 24 hours). A wrong code is one row in code_failures, and that is all it writes:
+	 * a code's own five tries are counted from there (the wrong codes of its kind and address since it was
+	 * made), so that an address with a live code and one without (unknown, or no mail asked) cost the same
+	 * statements, rows written and hashes (a decoy stands in for the missing row).
 	 */
-	private async checkProof(tx: Tx, proof: Proof, purposes: TokenPurpose[]) {
+	private async checkProof(tx: Tx, proof: Proof, codeKind: CodeKind, purposes: TokenPurpose[]) {
 		const now = new Date()
 		if ('token' in proof) {
 			const [row] = await tx
@@ -240,15 +321,22 @@ export class EmailService {
 				.where(and(eq(emailTokens.tokenHash, hashLinkToken(proof.token)), inArray(emailTokens.purpose, purposes)))
 				.for('update')
 			if (!row || row.usedAt || row.voidedAt) return { kind: 'invalid' as const, purpose: row?.purpose, userId: row?.userId }
+			// Five wrong codes void the link as well: the proof is under attack.
+			if ((await wrongCodesSince(tx, codeKindOf(row.purpose), row.email, row.createdAt)) >= CODE_ATTEMPTS)
+				return { kind: 'invalid' as const, purpose: row.purpose, userId: row.userId }
 			if (row.expiresAt <= now) return { kind: 'expired' as const, purpose: row.purpose, userId: row.userId }
 			return { kind: 'valid' as const, row }
 		}
-		const live = await tx
-			.select()
+		const address = normalizeEmail(proof.email)
+		const admitted = await admitCodeTry(tx, codeKind, address)
+		if (!admitted.admitted) return { kind: 'too-many-codes' as const, codeKind, retryAfterSeconds: admitted.retryAfterSeconds }
+		// Read without a lock, so that a wrong code locks no row an unknown address would not.
+		const rows = await tx
+			.select({ ...getTableColumns(emailTokens), wrongTries: admitted.wrongSinceIssued })
 			.from(emailTokens)
 			.where(
 				and(
-					eq(emailTokens.email, normalizeEmail(proof.email)),
+					eq(emailTokens.email, address),
 					inArray(emailTokens.purpose, purposes),
 					isNull(emailTokens.usedAt),
 					isNull(emailTokens.voidedAt),
@@ -256,20 +344,19 @@ export class EmailService {
 				),
 			)
 			.orderBy(desc(emailTokens.createdAt))
-			.for('update')
-		// Every live row is compared, match or not, so the time taken says nothing about which one matched.
-		const matches = live.map((row) => sameDigest(hashCode(row.id, proof.code), row.codeHash))
-		const row = live[matches.indexOf(true)]
-		if (row) return { kind: 'valid' as const, row }
-		let voided = false
-		for (const candidate of live) {
-			const exhausted = candidate.codeAttempts + 1 >= CODE_ATTEMPTS
-			voided ||= exhausted
-			await tx
-				.update(emailTokens)
-				.set({ codeAttempts: candidate.codeAttempts + 1, voidedAt: exhausted ? now : null })
-				.where(eq(emailTokens.id, candidate.id))
+		const live = rows.filter((row) => row.wrongTries < CODE_ATTEMPTS)
+		// Every live row is compared, match or not, so the time taken says nothing about which one matched, and a
+		// decoy that no code matches stands in when there is none.
+		const matches = (live.length > 0 ? live : [DECOY]).map((row) => sameDigest(hashCode(row.id, proof.code), row.codeHash))
+		const match = live[matches.indexOf(true)]
+		if (match) {
+			// Locked now and checked again: a link or a newer mail may have spent or voided it meanwhile.
+			const [row] = await tx.select().from(emailTokens).where(eq(emailTokens.id, match.id)).for('update')
+			if (row && !row.usedAt && !row.voidedAt && row.expiresAt > now) return { kind: 'valid' as const, row }
+			return { kind: 'invalid' as const, purpose: match.purpose, userId: match.userId }
 		}
+		await admitted.failed()
+		const voided = live.some((row) => row.wrongTries + 1 >= CODE_ATTEMPTS)
 		return { kind: 'invalid' as const, purpose: live[0]?.purpose, userId: live[0]?.userId, voided }
 	}
 
@@ -284,7 +371,7 @@ export class EmailService {
 		const id = Bun.randomUUIDv7()
 		const token = newLinkToken()
 		const code = newCode()
-		const ttl = purpose === 'recovery' ? settings.recoveryTtlSeconds : settings.verificationTtlSeconds
+		const ttl = purpose === 'recovery' ? settings.recoveryTtlSeconds : purpose === 'reauthentication' ? REAUTHENTICATION_CODE_SECONDS : settings.verificationTtlSeconds
 		await tx.insert(emailTokens).values({
 			id,
 			userId: user.id,
@@ -295,8 +382,10 @@ export class EmailService {
 			expiresAt: new Date(Date.now() + ttl * 1000),
 		})
 		// The token rides in the fragment: browsers never send it to a server, so scanners that fetch the link spend nothing.
+		// A reauthentication is typed into the page that asked for it: its mail carries the code alone.
 		const page = purpose === 'recovery' ? settings.resetUrl : settings.verifyUrl
-		await this.queueMail(tx, purpose, address, { name: user.name, link: `${page}#token=${token}`, code, validFor: inWords(ttl) })
+		const link = purpose === 'reauthentication' ? undefined : `${page}#token=${token}`
+		await this.queueMail(tx, purpose, address, { name: user.name, link, code, validFor: inWords(ttl) })
 		return true
 	}
 
@@ -304,7 +393,7 @@ export class EmailService {
 		const throttleKey = mailThrottleKey(kind, to)
 		if (kind === 'email-change-notice' && (await queuedSince(tx, throttleKey, this.deps.settings.resendSeconds))) return
 		const mail: OutgoingMail = { kind, to, ...this.deps.templates.render(kind, { appName: this.deps.settings.appName, email: to, ...view }) }
-		await enqueue(tx, { queue: MAIL_QUEUE, payload: { ...mail }, throttleKey, priority: MAIL_PRIORITY })
+		await enqueueMail(tx, mail, throttleKey)
 	}
 }
 

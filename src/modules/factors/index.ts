@@ -1,6 +1,7 @@
 import { Elysia, t } from 'elysia'
 import type { authGuard } from '../../http/auth'
 import { targetUserId } from '../../http/auth'
+import { AccountId, Id } from '../../http/ids'
 import { Envelope, problemResponses, withResponseHeaders } from '../../http/openapi'
 import { envelope } from '../../http/problem'
 import { requestContext } from '../../http/request-context'
@@ -22,8 +23,8 @@ export interface FactorsModuleDeps {
 	jwt: Config['jwt']
 }
 
-const FactorParams = t.Object({ id: UserModel.idParams.properties.id, factorId: t.String({ format: 'uuid' }) })
-const OwnFactorParams = t.Object({ factorId: t.String({ format: 'uuid' }) })
+const FactorParams = t.Object({ id: AccountId, factorId: Id() })
+const OwnFactorParams = t.Object({ factorId: Id() })
 /** WebAuthn options as plain JSON: the client's types then name nothing of the server's WebAuthn library. */
 const asJson = (options: object): Record<string, unknown> => ({ ...options })
 
@@ -70,13 +71,13 @@ export const factorsModule = ({ factors, users, guard }: FactorsModuleDeps) =>
 				body: FactorModel.create,
 				response: {
 					201: withResponseHeaders(Envelope(t.Union([FactorModel.totpEnrolment, FactorModel.webauthnEnrolment])), 'Location'),
-					...problemResponses(400, 401, 'mfa-required', 409, 413, 415, 422, 429),
+					...problemResponses(400, 401, 'mfa-required', 'reauthentication-required', 409, 413, 415, 422, 429),
 				},
 				detail: {
 					operationId: 'enrollFactor',
 					summary: 'Start enrolling a TOTP app or a passkey',
 					description:
-						'TOTP: answers the secret, the `otpauth://` URI and an SVG QR code of it, shown once. WebAuthn: answers registration options for `startRegistration` of @simplewebauthn/browser (a discoverable credential, user verification required; the challenge lasts 5 minutes). Either way the factor is `pending` until POST …/activation proves it. Once an account has an active factor, adding another needs an `aal2` session. At most 20 factors per account.',
+						'TOTP: answers the secret, the `otpauth://` URI and an SVG QR code of it, shown once. WebAuthn: answers registration options for `startRegistration` of @simplewebauthn/browser (a discoverable credential, user verification required; the challenge lasts 5 minutes). Either way the factor is `pending` until POST …/activation proves it. A way in: the session must have been signed in or checked (POST /auth/reauthentication) within REAUTHENTICATION_SECONDS (default 5 minutes), else 403 `reauthentication-required`; once an account has an active factor, adding another needs an `aal2` session. Its activation sends a notice to the account’s address. At most 20 factors per account.',
 				},
 			},
 		)
@@ -90,7 +91,7 @@ export const factorsModule = ({ factors, users, guard }: FactorsModuleDeps) =>
 				auth: ENROLMENT,
 				params: OwnFactorParams,
 				body: FactorModel.activation,
-				response: { 200: Envelope(FactorModel.activated), ...problemResponses(400, 'invalid-code', 401, 404, 409, 413, 415, 422, 429) },
+				response: { 200: Envelope(FactorModel.activated), ...problemResponses(400, 'invalid-code', 401, 'mfa-required', 'reauthentication-required', 404, 409, 413, 415, 422, 429) },
 				detail: {
 					operationId: 'activateFactor',
 					summary: 'Prove a pending factor: a TOTP code, or the passkey’s registration response',
@@ -145,7 +146,7 @@ export const secondFactorSignIn = ({ factors, guard, jwt }: Omit<FactorsModuleDe
 					operationId: 'completeMfa',
 					summary: 'Finish a login with a TOTP code, a recovery code or a passkey',
 					description:
-						'`mfaToken` comes from POST /auth/login; it lasts 5 minutes, is single use, and its fifth wrong code voids it. Wrong codes also count toward a per-account lockout apart from the password one (LOCKOUT_* settings): then `429 login-locked` with `Retry-After`. A TOTP code of a time step already used is refused (replay). The tokens carry `amr` and `aal: "aal2"`.',
+						'`mfaToken` comes from POST /auth/login or POST /auth/sessions (a provider sign-in); it lasts 5 minutes, is single use, and its fifth wrong code voids it. Wrong codes also count toward a per-account lockout apart from the password one (LOCKOUT_* settings): then `429 login-locked` with `Retry-After`. A TOTP code of a time step already used is refused (replay). The tokens carry `aal: "aal2"` and an `amr` of the first step’s methods, the factor’s and `mfa`: `["pwd", "otp", "mfa"]` after a password, `["otp", "mfa"]` after a provider (never `pwd`: no password was used); a recovery code counts as `otp`, a passkey as `hwk`.',
 					security: [],
 				},
 			},

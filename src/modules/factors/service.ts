@@ -14,10 +14,12 @@ import { sqlState, type Database } from '../../db/client'
 import { factors, mfaTokens, recoveryCodes, sessions, users, webauthnChallenges, type FactorRow, type UserRow } from '../../db/schema'
 import { AppError, Conflict, NotFound } from '../../http/problem'
 import type { Logger } from '../../log'
+import type { WayInNotices } from '../../mail/notices'
 import type { AuditLog, ClientInfo } from '../audit/service'
 import type { LoginLockout, PasswordAttempt } from '../auth/lockout'
 import type { AuthService, IssuedSession } from '../auth/service'
-import type { Caller, Queryable, SessionAssurance } from '../auth/sessions'
+import { recordLoginLocked } from '../users/service'
+import { requireRecentAuthentication, type Caller, type Queryable, type SessionAssurance } from '../auth/sessions'
 import { hashMfaToken, hashRecoveryCode, newMfaToken, newRecoveryCode, RECOVERY_CODE_COUNT } from './codes'
 import { matchingStep, newTotpSecret, totpQrCodeSvg, totpUri } from './totp'
 import { toFactorResource } from './model'
@@ -41,9 +43,13 @@ export interface FactorsServiceDeps {
 	/** Wrong second-factor codes per account, apart from the password lockout (same settings, same store). */
 	lockout: LoginLockout
 	settings: Config['mfa']
+	/** REAUTHENTICATION_SECONDS: how recent a check must be to add a factor. */
+	reauthenticationSeconds: number
+	/** A notice to the account's address of every factor added or removed. */
+	notices: Pick<WayInNotices, 'queue'>
 	log: Logger
-	/** Starts the session a completed sign-in earns, on the account as it was checked. */
-	sessions: Pick<AuthService, 'startSessionFor'>
+	/** Starts the session a completed sign-in earns, on the account as it was checked; renews one a check proved again. */
+	sessions: Pick<AuthService, 'startSessionFor' | 'renewSession'>
 }
 
 export const mfaRequired = () =>
@@ -81,24 +87,32 @@ export async function secondFactorMethods(db: Queryable, userId: string): Promis
 	return (codes?.left ?? 0) > 0 ? [...methods, 'recovery-code'] : methods
 }
 
-/** A login half done: the token the client completes it with, bound to the account as the password check saw it. */
-export async function issueMfaToken(db: Queryable, user: Pick<UserRow, 'id' | 'credentialsVersion'>): Promise<string> {
+/**
+ * A login half done: the token the client completes it with, bound to the account as the first step saw it,
+ * and with that step's RFC 8176 methods (`['pwd']` after a password; none after a provider), which the
+ * finished session's `amr` starts from.
+ */
+export async function issueMfaToken(db: Queryable, user: Pick<UserRow, 'id' | 'credentialsVersion'>, firstStepAmr: string[]): Promise<string> {
 	const token = newMfaToken()
 	await db.insert(mfaTokens).values({
 		id: Bun.randomUUIDv7(),
 		userId: user.id,
 		tokenHash: hashMfaToken(token),
 		credentialsVersion: user.credentialsVersion,
+		amr: firstStepAmr,
 		expiresAt: new Date(Date.now() + MFA_TOKEN_SECONDS * 1000),
 	})
 	return token
 }
 
-/** Whether MFA_REQUIRED names this account. */
-export const mustHaveFactor = (required: Config['mfa']['required'], role: UserRow['role']) =>
-	required === 'all' || (required === 'admins' && role === 'admin')
+export { mustHaveFactor } from '../auth/sessions'
 
-const withMethod = (amr: string[], ...methods: string[]) => [...new Set([...amr, ...methods, 'mfa'])]
+/**
+ * The `amr` of a sign-in finished with a second factor: the first step's methods, the factor's, and `mfa`
+ * (RFC 8176: multiple factors) when the factor is not what the first step already used. A first step with
+ * no value of its own (a provider: RFC 8176 has none for a federated sign-in) is still a step of its own.
+ */
+export const finishedAmr = (firstStep: string[], method: string) => [...new Set([...firstStep, method, ...(firstStep.includes(method) ? [] : ['mfa'])])]
 
 /**
  * TOTP and passkey factors, recovery codes, and the sign-in steps that use them (`/auth/mfa`, `/auth/passkey`).
@@ -112,6 +126,10 @@ export class FactorsService {
 		return this.deps.db.select().from(factors).where(eq(factors.userId, userId)).orderBy(asc(factors.createdAt), asc(factors.id))
 	}
 
+	async hasSecondFactor(userId: string): Promise<boolean> {
+		return (await secondFactorMethods(this.deps.db, userId)).length > 0
+	}
+
 	/**
 	 * With an active factor, sensitive changes need a session that used one (aal2). An account without one
 	 * has nothing to step up to.
@@ -121,8 +139,14 @@ export class FactorsService {
 		if ((await secondFactorMethods(this.deps.db, caller.user.id)).length > 0) throw mfaRequired()
 	}
 
-	async enrollTotp(caller: Caller, name: string | undefined, client: ClientInfo) {
+	/** Adding a way in: a recent check of this session (any token taken from an older one adds none), and aal2 once a factor exists. */
+	private async requireMayAddFactor(caller: Caller) {
+		requireRecentAuthentication(caller, this.deps.reauthenticationSeconds)
 		await this.requireStepUp(caller)
+	}
+
+	async enrollTotp(caller: Caller, name: string | undefined, client: ClientInfo) {
+		await this.requireMayAddFactor(caller)
 		const secret = newTotpSecret()
 		const id = Bun.randomUUIDv7()
 		const factor = await this.insertFactor(caller, {
@@ -137,7 +161,7 @@ export class FactorsService {
 	}
 
 	async enrollWebauthn(caller: Caller, name: string | undefined, client: ClientInfo) {
-		await this.requireStepUp(caller)
+		await this.requireMayAddFactor(caller)
 		const { rpId, rpName } = this.deps.settings
 		const existing = await this.deps.db
 			.select({ credentialId: factors.credentialId, transports: factors.transports })
@@ -190,16 +214,25 @@ export class FactorsService {
 		const pending = await this.findOwnFactor(caller.user.id, factorId)
 		if (pending.status !== 'pending') throw new Conflict('conflict', 'This factor is already active')
 		// Adding a way in to an account that has one is as sensitive as removing one.
-		await this.requireStepUp(caller)
+		await this.requireMayAddFactor(caller)
 		const proved = pending.type === 'totp' ? await this.provedTotp(pending, proof.code) : await this.provedWebauthn(pending, proof.response)
 		const result = await this.deps.db.transaction(async (tx) => {
 			const [activated] = await tx
 				.update(factors)
-				.set({ ...proved, status: 'active', lastUsedAt: sql`now()` })
+				.set({
+					...proved,
+					status: 'active',
+					lastUsedAt: sql`now()`,
+					activatedAt: sql`now()`,
+					// What the rules that undo an intruder's way in look at (see the factors table).
+					addedUnverified: caller.user.emailVerifiedAt === null,
+					addedAal: caller.assurance.aal,
+				})
 				.where(and(eq(factors.id, pending.id), eq(factors.status, 'pending')))
 				.returning()
 			if (!activated) throw new Conflict('conflict', 'This factor is already active')
 			await recordWebhookEvents(tx, [{ type: 'factor.added', data: { userId: caller.user.id, factor: toFactorResource(activated) } }])
+			await this.deps.notices.queue(tx, caller.user, [{ way: factorWay(activated.type), change: 'added', label: activated.name }], client)
 			const [others] = await tx
 				.select({ active: count() })
 				.from(factors)
@@ -269,7 +302,11 @@ export class FactorsService {
 			const [gone] = await tx.delete(factors).where(and(eq(factors.id, factor.id), eq(factors.status, factor.status))).returning()
 			if (!gone) throw new Conflict('conflict', 'This factor changed meanwhile; read it again')
 			// A pending factor never was a way in: only an active one's removal is news to receivers.
-			if (gone.status === 'active') await recordWebhookEvents(tx, [{ type: 'factor.removed', data: { userId, factor: toFactorResource(gone) } }])
+			if (gone.status === 'active') {
+				await recordWebhookEvents(tx, [{ type: 'factor.removed', data: { userId, factor: toFactorResource(gone) } }])
+				const [owner] = await tx.select().from(users).where(eq(users.id, userId))
+				if (owner) await this.deps.notices.queue(tx, owner, [{ way: factorWay(gone.type), change: 'removed', label: gone.name }], client)
+			}
 			const [left] = await tx.select({ active: count() }).from(factors).where(and(eq(factors.userId, userId), eq(factors.status, 'active')))
 			if ((left?.active ?? 0) === 0) await tx.delete(recoveryCodes).where(eq(recoveryCodes.userId, userId))
 		})
@@ -281,7 +318,10 @@ export class FactorsService {
 		if ((await secondFactorMethods(this.deps.db, caller.user.id)).length === 0)
 			throw new Conflict('conflict', 'Recovery codes come with a second factor; activate one first')
 		await this.requireStepUp(caller)
-		const codes = await this.deps.db.transaction((tx) => replaceRecoveryCodes(tx, caller.user.id))
+		const codes = await this.deps.db.transaction(async (tx) => {
+			await this.deps.notices.queue(tx, caller.user, [{ way: 'recovery-codes', change: 'changed' }], client)
+			return replaceRecoveryCodes(tx, caller.user.id)
+		})
 		await this.deps.audit.record('recovery-codes.generated', client, { actorId: caller.user.id, subjectId: caller.user.id })
 		return codes
 	}
@@ -290,7 +330,7 @@ export class FactorsService {
 		const [factor] = await this.deps.db
 			.select()
 			.from(factors)
-			.where(and(eq(factors.id, factorId.toLowerCase()), eq(factors.userId, userId)))
+			.where(and(eq(factors.id, factorId), eq(factors.userId, userId)))
 		if (!factor) throw new NotFound('No such factor on this account')
 		return factor
 	}
@@ -335,24 +375,19 @@ export class FactorsService {
 			throw error
 		}
 		try {
-			const proof = await this.checkSecondFactor(token, input)
+			const proof = await this.checkSecondFactor(token.userId, input, () => this.spendMfaChallenge(token))
 			const issued = proof
 				? await this.deps.sessions.startSessionFor(
 						token.userId,
 						token.credentialsVersion,
-						{ amr: withMethod(['pwd'], proof.method), aal: 'aal2', enrollmentOnly: false },
+						{ amr: finishedAmr(token.amr, proof.method), aal: 'aal2', enrollmentOnly: false },
 						client,
 						async (tx) => (await proof.spend(tx)) && (await spendMfaToken(tx, token.id)),
 					)
 				: undefined
 			if (!issued) {
 				await audit.record('mfa.failed', client, { subjectId: token.userId, details: { method: input.method, reason: proof ? 'spent-meanwhile' : 'wrong' } })
-				if (await attempt.failed()) {
-					await audit.record('mfa.locked', client, { subjectId: token.userId })
-					// The same news as a password lockout for receivers: this account's sign-ins are refused for a while.
-					const [locked] = await this.deps.db.select({ email: users.email }).from(users).where(eq(users.id, token.userId))
-					await recordWebhookEvents(this.deps.db, [{ type: 'login.locked', data: { email: locked?.email ?? null, userId: token.userId, reason: 'second-factor' } }])
-				}
+				await this.countFailure(attempt, token.userId, client)
 				throw invalidSecondFactor()
 			}
 			await attempt.succeeded()
@@ -367,27 +402,109 @@ export class FactorsService {
 		}
 	}
 
-	/** WebAuthn options for a login owing a second factor; the challenge is kept with its `mfaToken` (one at a time). */
-	async mfaChallenge(mfaToken: string) {
-		const { db, settings } = this.deps
-		const [token] = await db
-			.select()
-			.from(mfaTokens)
-			.where(and(eq(mfaTokens.tokenHash, hashMfaToken(mfaToken)), isNull(mfaTokens.usedAt), gt(mfaTokens.expiresAt, sql`now()`), lt(mfaTokens.failures, MFA_TOKEN_TRIES)))
-		if (!token) throw invalidMfaToken()
-		const credentials = await db
+	/** A wrong second factor counted toward the account's lockout, and the lock it starts. */
+	private async countFailure(attempt: PasswordAttempt, userId: string, client: ClientInfo) {
+		if (!(await attempt.failed())) return
+		await this.deps.audit.record('mfa.locked', client, { subjectId: userId })
+		// The same news as a password lockout for receivers: this account's sign-ins are refused for a while.
+		await recordLoginLocked(this.deps.db, userId, 'second-factor')
+	}
+
+	/**
+	 * POST /auth/reauthentication with a TOTP code, a recovery code or a passkey: the session's owner proved
+	 * again, with a second factor (the session becomes aal2). Wrong answers count toward the same lockout as
+	 * /auth/mfa; the code, counter or challenge is spent in the renewal's transaction.
+	 */
+	async reauthenticate(caller: Caller, input: { method: MfaMethod; code?: string; response?: AuthenticationResponseJSON }, client: ClientInfo): Promise<IssuedSession> {
+		const { lockout, audit } = this.deps
+		const who = { actorId: caller.user.id, subjectId: caller.user.id }
+		let attempt: PasswordAttempt
+		try {
+			attempt = await lockout.reserve(caller.user.id)
+		} catch (error) {
+			await audit.record('reauthentication.failed', client, { ...who, details: { method: input.method, reason: 'locked' } })
+			throw error
+		}
+		try {
+			const proof = await this.checkSecondFactor(caller.user.id, input, () => this.spendReauthenticationChallenge(caller.sessionId, input.response))
+			const renewed = proof ? await this.deps.sessions.renewSession(caller, { amr: [proof.method], secondFactor: true, spend: proof.spend }) : undefined
+			if (!renewed) {
+				await audit.record('reauthentication.failed', client, { ...who, details: { method: input.method, reason: proof ? 'spent-meanwhile' : 'wrong' } })
+				await this.countFailure(attempt, caller.user.id, client)
+				throw invalidSecondFactor()
+			}
+			await attempt.succeeded()
+			await audit.record('reauthentication.succeeded', client, { ...who, details: { sessionId: caller.sessionId, method: input.method } })
+			return renewed
+		} finally {
+			await attempt.release()
+		}
+	}
+
+	/** WebAuthn options to prove the session's owner again with one of the account's passkeys; the challenge answers for this session only. */
+	async reauthenticationChallenge(caller: Caller) {
+		const options = await this.passkeyOptions(caller.user.id)
+		await this.deps.db
+			.insert(webauthnChallenges)
+			.values({ challenge: options.challenge, purpose: 'reauthentication', sessionId: caller.sessionId, expiresAt: challengeExpiry() })
+		return options
+	}
+
+	private async spendReauthenticationChallenge(sessionId: string, response: AuthenticationResponseJSON | undefined): Promise<string | undefined> {
+		const challenge = response && challengeOf(response)
+		if (!challenge) return undefined
+		const [spent] = await this.deps.db
+			.delete(webauthnChallenges)
+			.where(
+				and(
+					eq(webauthnChallenges.challenge, challenge),
+					eq(webauthnChallenges.purpose, 'reauthentication'),
+					eq(webauthnChallenges.sessionId, sessionId),
+					gt(webauthnChallenges.expiresAt, sql`now()`),
+				),
+			)
+			.returning({ challenge: webauthnChallenges.challenge })
+		return spent?.challenge
+	}
+
+	/** The challenge issued for an `mfaToken`, spent by this attempt whatever its outcome. */
+	private async spendMfaChallenge(token: typeof mfaTokens.$inferSelect): Promise<string | undefined> {
+		const { challenge } = token
+		if (!challenge) return undefined
+		const [spent] = await this.deps.db
+			.update(mfaTokens)
+			.set({ challenge: null })
+			.where(and(eq(mfaTokens.id, token.id), eq(mfaTokens.challenge, challenge)))
+			.returning({ id: mfaTokens.id })
+		return spent ? challenge : undefined
+	}
+
+	/** Authentication options listing the account's passkeys; 409 when it has none. */
+	private async passkeyOptions(userId: string) {
+		const credentials = await this.deps.db
 			.select({ credentialId: factors.credentialId, transports: factors.transports })
 			.from(factors)
-			.where(and(eq(factors.userId, token.userId), eq(factors.type, 'webauthn'), eq(factors.status, 'active')))
+			.where(and(eq(factors.userId, userId), eq(factors.type, 'webauthn'), eq(factors.status, 'active')))
 		if (credentials.length === 0) throw new Conflict('conflict', 'This account has no passkey; use another method')
-		const options = await generateAuthenticationOptions({
-			rpID: settings.rpId,
+		return generateAuthenticationOptions({
+			rpID: this.deps.settings.rpId,
 			userVerification: 'required',
 			timeout: CHALLENGE_SECONDS * 1000,
 			allowCredentials: credentials.flatMap(({ credentialId, transports }) =>
 				credentialId ? [{ id: credentialId, transports: (transports ?? []) as AuthenticatorTransport[] }] : [],
 			),
 		})
+	}
+
+	/** WebAuthn options for a login owing a second factor; the challenge is kept with its `mfaToken` (one at a time). */
+	async mfaChallenge(mfaToken: string) {
+		const { db } = this.deps
+		const [token] = await db
+			.select()
+			.from(mfaTokens)
+			.where(and(eq(mfaTokens.tokenHash, hashMfaToken(mfaToken)), isNull(mfaTokens.usedAt), gt(mfaTokens.expiresAt, sql`now()`), lt(mfaTokens.failures, MFA_TOKEN_TRIES)))
+		if (!token) throw invalidMfaToken()
+		const options = await this.passkeyOptions(token.userId)
 		await db.update(mfaTokens).set({ challenge: options.challenge }).where(eq(mfaTokens.id, token.id))
 		return options
 	}
@@ -397,17 +514,18 @@ export class FactorsService {
 	 * transaction, and reports false when a concurrent request spent it first.
 	 */
 	private async checkSecondFactor(
-		token: typeof mfaTokens.$inferSelect,
+		userId: string,
 		input: { method: MfaMethod; code?: string; response?: AuthenticationResponseJSON },
+		spendChallenge: () => Promise<string | undefined>,
 	): Promise<{ method: string; spend: (tx: Queryable) => Promise<boolean> } | undefined> {
 		const { db } = this.deps
 		if (input.method === 'recovery-code') {
 			if (!input.code) return undefined
-			const codeHash = hashRecoveryCode(token.userId, input.code)
+			const codeHash = hashRecoveryCode(userId, input.code)
 			const [unused] = await db
 				.select({ id: recoveryCodes.id })
 				.from(recoveryCodes)
-				.where(and(eq(recoveryCodes.userId, token.userId), eq(recoveryCodes.codeHash, codeHash), isNull(recoveryCodes.usedAt)))
+				.where(and(eq(recoveryCodes.userId, userId), eq(recoveryCodes.codeHash, codeHash), isNull(recoveryCodes.usedAt)))
 			if (!unused) return undefined
 			return {
 				method: 'otp',
@@ -420,7 +538,7 @@ export class FactorsService {
 			const candidates = await db
 				.select()
 				.from(factors)
-				.where(and(eq(factors.userId, token.userId), eq(factors.type, 'totp'), eq(factors.status, 'active')))
+				.where(and(eq(factors.userId, userId), eq(factors.type, 'totp'), eq(factors.status, 'active')))
 			for (const factor of candidates) {
 				const secret = await this.openTotpSecret(factor).catch((error: unknown) => {
 					if (!(error instanceof UnreadableSecret)) throw error
@@ -447,16 +565,10 @@ export class FactorsService {
 			return undefined
 		}
 		if (!input.response) return undefined
-		// The challenge issued for this token, spent by this attempt whatever its outcome.
-		const challenge = token.challenge
+		// The challenge issued for this sign-in or check, spent by this attempt whatever its outcome.
+		const challenge = await spendChallenge()
 		if (!challenge) return undefined
-		const [spent] = await db
-			.update(mfaTokens)
-			.set({ challenge: null })
-			.where(and(eq(mfaTokens.id, token.id), eq(mfaTokens.challenge, challenge)))
-			.returning({ id: mfaTokens.id })
-		if (!spent) return undefined
-		return this.checkAssertion(input.response, challenge, token.userId)
+		return this.checkAssertion(input.response, challenge, userId)
 	}
 
 	/** A passkey assertion for `challenge`, by a credential of `userId` (any user's, for passwordless sign-in). */
@@ -546,6 +658,8 @@ export class FactorsService {
 		return tokens.length + challenges.length
 	}
 }
+
+const factorWay = (type: FactorType) => (type === 'totp' ? ('totp' as const) : ('passkey' as const))
 
 const challengeExpiry = () => new Date(Date.now() + CHALLENGE_SECONDS * 1000)
 

@@ -76,7 +76,7 @@ export const oidcModule = ({ signIn, guard, jwt }: OidcModuleDeps) =>
 					operationId: 'providerCallback',
 					summary: 'Where the provider sends the browser back (302 to the frontend)',
 					description:
-						'Register `{PUBLIC_URL}/api/auth/providers/{provider}/callback` at the provider. Every outcome is a redirect to the flow’s `redirectTo`: with `code`, or with `error` (`invalid-state`, `access-denied`, `provider-error`, `provider-unavailable`, `invalid-response`, `email-required`, `account-exists`, `account-deactivated`, `signup-disabled`, `identity-in-use`, `server-error`) and `error_description`.',
+						'Register `{PUBLIC_URL}/api/auth/providers/{provider}/callback` at the provider. Every outcome is a redirect to the flow’s `redirectTo`: with `code`, or with `error` (`invalid-state`, `access-denied`, `provider-error`, `provider-unavailable`, `invalid-response`, `email-required`, `invalid-email`, `account-exists`, `account-deactivated`, `signup-disabled`, `identity-in-use`, `server-error`) and `error_description`. The provider’s claims are checked as POST /users checks a sign-up: an address that is not a valid email (the same schema: at most 254 characters, 64 before the @, ASCII, a dotted domain) ends the flow with `invalid-email` and creates no account and no identity — also for an identity already linked, and when linking; the name is put on one line without control characters and cut to 200 characters.',
 					security: [],
 				},
 			},
@@ -111,19 +111,19 @@ export const identitiesModule = ({ signIn, users, guard }: { signIn: ProviderSig
 			{
 				auth: 'user',
 				body: OidcModel.link,
-				response: { 200: Envelope(OidcModel.linkStarted), ...problemResponses(400, 'redirect-not-allowed', 401, 'mfa-required', 404, 413, 415, 422, 429, 'provider-unavailable', 503) },
+				response: { 200: Envelope(OidcModel.linkStarted), ...problemResponses(400, 'redirect-not-allowed', 401, 'mfa-required', 'reauthentication-required', 404, 413, 415, 422, 429, 'provider-unavailable', 503) },
 				detail: {
 					operationId: 'linkProvider',
 					summary: 'Start linking a provider to the signed-in account',
 					description:
-						'The frontend keeps the PKCE verifier of `codeChallenge`. After the provider, the browser lands on `redirectTo` with `code`; POST /auth/sessions with the code and the verifier links the identity (and signs in). An identity already linked to another account ends with `error=identity-in-use`. Needs `aal2` once the account has a second factor.',
+						'The frontend keeps the PKCE verifier of `codeChallenge`. After the provider, the browser lands on `redirectTo` with `code`; POST /auth/sessions with the code and the verifier links the identity (and signs in). An identity already linked to another account ends with `error=identity-in-use`. A way in: needs a session signed in or checked (POST /auth/reauthentication) within REAUTHENTICATION_SECONDS (default 5 minutes), else 403 `reauthentication-required`, and `aal2` once the account has a second factor. Linking sends a notice to the account’s address.',
 				},
 			},
 		)
 		.get(
 			'/:id/identities',
 			async ({ params, caller }) => {
-				const userId = targetUserId(params.id.toLowerCase(), caller)
+				const userId = targetUserId(params.id, caller)
 				if (userId !== caller.user.id) await users.get(userId)
 				return envelope({ items: (await signIn.identitiesOf(userId)).map(toIdentityResource) }, 'Identities')
 			},
@@ -137,7 +137,7 @@ export const identitiesModule = ({ signIn, users, guard }: { signIn: ProviderSig
 		.delete(
 			'/:id/identities/:identityId',
 			async ({ params, caller, client }) =>
-				envelope(toIdentityResource(await signIn.unlink(caller, targetUserId(params.id.toLowerCase(), caller), params.identityId, client)), 'Identity unlinked'),
+				envelope(toIdentityResource(await signIn.unlink(caller, targetUserId(params.id, caller), params.identityId, client)), 'Identity unlinked'),
 			{
 				auth: 'self',
 				params: OidcModel.identityParams,

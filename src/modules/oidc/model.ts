@@ -1,5 +1,6 @@
 import { t } from 'elysia'
 import type { identities } from '../../db/schema'
+import { AccountId, Id } from '../../http/ids'
 
 /** RFC 7636: a verifier is 43–128 characters of [A-Za-z0-9-._~]; an S256 challenge is 43 base64url characters. */
 const CodeChallenge = t.String({ pattern: '^[A-Za-z0-9_-]{43}$', description: 'BASE64URL(SHA-256(codeVerifier)), RFC 7636 S256', examples: ['E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM'] })
@@ -45,8 +46,8 @@ export namespace OidcModel {
 	export const linkStarted = t.Object({ authorizationUrl: t.String({ description: 'open it in the browser; the provider returns to `redirectTo` with `code`, which POST /auth/sessions exchanges (linking the identity)' }) })
 
 	export const identityParams = t.Object({
-		id: t.Union([t.Literal('me'), t.String({ format: 'uuid' })], { error: 'must be a user id (UUID) or "me"' }),
-		identityId: t.String({ format: 'uuid' }),
+		id: AccountId,
+		identityId: Id(),
 	})
 
 	export const session = t.Object({

@@ -4,13 +4,14 @@ import * as oidc from 'openid-client'
 import type { Config, OidcProviderSettings } from '../../config/env'
 import { isDatabaseUnavailable, loggableError, sqlState, type Database } from '../../db/client'
 import type { Logger } from '../../log'
+import type { WayInNotices } from '../../mail/notices'
 import { factors, identities, oidcFlows, signInCodes, users, type UserRow } from '../../db/schema'
 import { AppError, Conflict, NotFound } from '../../http/problem'
 import type { AuditLog, ClientInfo } from '../audit/service'
 import type { AuthService, IssuedSession, SecondFactorOwed } from '../auth/service'
-import type { Caller, Queryable } from '../auth/sessions'
-import { PASSWORD_ONLY } from '../auth/sessions'
+import { PROVIDER_ONLY, requireRecentAuthentication, type Caller, type Queryable } from '../auth/sessions'
 import { issueMfaToken, mustHaveFactor, secondFactorMethods, type FactorsService } from '../factors/service'
+import { isEmailAddress, NAME_MAX_LENGTH } from '../users/model'
 import { insertUser, normalizeEmail, userChangeEvents } from '../users/service'
 import { recordWebhookEvents } from '../webhooks/outbox'
 import { toIdentityResource } from './model'
@@ -30,6 +31,7 @@ export type ProviderError =
 	| 'provider-unavailable'
 	| 'invalid-response'
 	| 'email-required'
+	| 'invalid-email'
 	| 'account-exists'
 	| 'account-deactivated'
 	| 'signup-disabled'
@@ -43,6 +45,7 @@ const DESCRIPTIONS: Record<ProviderError, string> = {
 	'provider-unavailable': 'The provider could not be reached; try again later or use another way to sign in',
 	'invalid-response': 'The provider’s answer did not pass the checks (signature, issuer, audience, nonce or expiry)',
 	'email-required': 'The provider did not share an email address',
+	'invalid-email': 'The provider gave an address that is not a valid email; use another way to sign in',
 	'account-exists': 'An account with this email exists: sign in to it, then link this provider',
 	'account-deactivated': 'This account is deactivated',
 	'signup-disabled': 'Sign-up is closed, and no account is linked to this identity',
@@ -69,6 +72,10 @@ export interface ProviderSignInDeps {
 	sessions: Pick<AuthService, 'startSessionFor'>
 	/** Adding or removing a way in needs aal2 once a second factor is active. */
 	stepUp: Pick<FactorsService, 'requireStepUp'>
+	/** REAUTHENTICATION_SECONDS: how recent a check must be to link an identity. */
+	reauthenticationSeconds: number
+	/** A notice to the account's address of every identity linked or unlinked. */
+	notices: Pick<WayInNotices, 'queue'>
 }
 
 type Outcome = { ok: true; user: UserRow; created: boolean; linked: boolean } | { ok: false; error: ProviderError; userId?: string }
@@ -126,18 +133,19 @@ export class ProviderSignIn {
 		const provider = this.provider(input.provider)
 		if (!isAllowedRedirect(input.redirectTo, this.deps.settings.redirectUrls))
 			throw new AppError('redirect-not-allowed', 'redirectTo is not one of the REDIRECT_URLS')
+		requireRecentAuthentication(caller, this.deps.reauthenticationSeconds)
 		await this.deps.stepUp.requireStepUp(caller)
 		const configuration = await this.deps.directory.configuration(provider).catch((error: unknown) => {
 			throw error instanceof ProviderUnavailable ? new AppError('provider-unavailable', 'The identity provider could not be reached; try again later', { headers: { 'retry-after': '30' } }) : error
 		})
-		return this.newFlow(provider, configuration, input, { browserHash: null, linkUserId: caller.user.id }, requestOrigin)
+		return this.newFlow(provider, configuration, input, { browserHash: null, linkUserId: caller.user.id, linkAal: caller.assurance.aal }, requestOrigin)
 	}
 
 	private async newFlow(
 		provider: OidcProviderSettings,
 		configuration: oidc.Configuration,
 		input: { redirectTo: string; codeChallenge: string },
-		binding: { browserHash: string | null; linkUserId: string | null },
+		binding: { browserHash: string | null; linkUserId: string | null; linkAal?: 'aal1' | 'aal2' },
 		requestOrigin: string,
 	): Promise<string> {
 		const state = randomToken()
@@ -219,8 +227,14 @@ export class ProviderSignIn {
 			await this.deps.audit.record('login.failed', client, { details: { provider: provider.id, reason } })
 			return this.failure(flow.redirectTo, reason)
 		}
+		// Checked as sign-up checks its body, before anything is looked up or written (API.md): what is stored
+		// from a provider must be what a sign-up could have stored.
+		if (claims.email !== undefined && !isEmailAddress(claims.email)) {
+			await this.deps.audit.record('login.failed', client, { subjectId: flow.linkUserId ?? undefined, details: { provider: provider.id, reason: 'invalid-email' } })
+			return this.failure(flow.redirectTo, 'invalid-email')
+		}
 		if (flow.linkUserId) return this.linkCode(provider, flow, claims, client)
-		const outcome = await this.resolveAccount(provider, claims)
+		const outcome = await this.resolveAccount(provider, claims, client)
 		if (!outcome.ok) {
 			await this.deps.audit.record('login.failed', client, { subjectId: outcome.userId, details: { provider: provider.id, reason: outcome.error } })
 			return this.failure(flow.redirectTo, outcome.error)
@@ -259,6 +273,7 @@ export class ProviderSignIn {
 			codeChallenge: flow.codeChallenge,
 			linkSubject: link?.subject ?? null,
 			linkEmail: link?.email ?? null,
+			linkAal: link ? flow.linkAal : null,
 			expiresAt: new Date(Date.now() + CODE_SECONDS * 1000),
 		})
 		return code
@@ -293,7 +308,7 @@ export class ProviderSignIn {
 			sub: idToken.sub,
 			email: typeof email === 'string' ? email : undefined,
 			emailVerified: emailVerified === true,
-			name: typeof name === 'string' ? name.slice(0, 200) : undefined,
+			name: typeof name === 'string' ? oneLineName(name) : undefined,
 		}
 	}
 
@@ -303,7 +318,7 @@ export class ProviderSignIn {
 	 * or a new account without a password while sign-up is open. In one transaction; a concurrent first
 	 * sign-in of the same identity meets the unique (provider, subject) and is read again.
 	 */
-	private async resolveAccount(provider: OidcProviderSettings, claims: { sub: string; email?: string; emailVerified: boolean; name?: string }, retried = false): Promise<Outcome> {
+	private async resolveAccount(provider: OidcProviderSettings, claims: { sub: string; email?: string; emailVerified: boolean; name?: string }, client: ClientInfo, retried = false): Promise<Outcome> {
 		try {
 			return await this.deps.db.transaction(async (tx): Promise<Outcome> => {
 				const [linked] = await tx
@@ -318,7 +333,9 @@ export class ProviderSignIn {
 				if (existing) {
 					if (existing.status !== 'active') return { ok: false, error: 'account-deactivated', userId: existing.id }
 					if (!claims.emailVerified || existing.emailVerifiedAt === null) return { ok: false, error: 'account-exists', userId: existing.id }
-					await linkIdentity(tx, provider.id, claims.sub, email, existing.id)
+					// Linked by the provider's word alone, without a second factor: a recovery may review it.
+					await linkIdentity(tx, { provider: provider.id, subject: claims.sub, email, userId: existing.id, addedUnverified: false, addedAal: 'aal1' })
+					await this.deps.notices.queue(tx, existing, [{ way: 'identity', change: 'added', label: provider.id }], client)
 					return { ok: true, user: existing, created: false, linked: true }
 				}
 				if (!this.deps.signupEnabled) return { ok: false, error: 'signup-disabled' }
@@ -330,14 +347,15 @@ export class ProviderSignIn {
 					...(claims.emailVerified ? { emailVerifiedAt: new Date() } : {}),
 				})
 				await recordWebhookEvents(tx, userChangeEvents(null, user))
-				await linkIdentity(tx, provider.id, claims.sub, email, user.id)
+				// The account's first way in; while the provider leaves the address unproved, proving it later removes this identity.
+				await linkIdentity(tx, { provider: provider.id, subject: claims.sub, email, userId: user.id, addedUnverified: user.emailVerifiedAt === null, addedAal: null })
 				return { ok: true, user, created: true, linked: false }
 			})
 		} catch (error) {
 			// A concurrent first sign-in of the same identity made the account or identity first: read it again.
 			const { constraint } = sqlState(error)
 			const raced = constraint === 'identities_provider_subject_key' || (error instanceof AppError && error.kind === 'email-taken')
-			if (!retried && raced) return this.resolveAccount(provider, claims, true)
+			if (!retried && raced) return this.resolveAccount(provider, claims, client, true)
 			throw error
 		}
 	}
@@ -359,15 +377,19 @@ export class ProviderSignIn {
 		if (!user || user.status !== 'active' || user.credentialsVersion !== spent.credentialsVersion) throw invalidSignInCode()
 		if (spent.linkSubject !== null) {
 			const { linkSubject } = spent
-			await db.transaction((tx) => linkIdentity(tx, spent.provider, linkSubject, spent.linkEmail, user.id)).catch((error: unknown) => {
+			const provenance = { addedUnverified: user.emailVerifiedAt === null, addedAal: spent.linkAal ?? 'aal1' }
+			await db.transaction(async (tx) => {
+				await linkIdentity(tx, { provider: spent.provider, subject: linkSubject, email: spent.linkEmail, userId: user.id, ...provenance })
+				await this.deps.notices.queue(tx, user, [{ way: 'identity', change: 'added', label: spent.provider }], client)
+			}).catch((error: unknown) => {
 				if (sqlState(error).constraint !== 'identities_provider_subject_key') throw error
 				throw new Conflict('conflict', 'This identity is already linked to an account')
 			})
 			await this.deps.audit.record('identity.linked', client, { actorId: user.id, subjectId: user.id, details: { provider: spent.provider, by: 'user' } })
 		}
 		const methods = await secondFactorMethods(db, user.id)
-		if (methods.length > 0) return { mfaRequired: true, mfaToken: await issueMfaToken(db, user), methods }
-		const assurance = { ...PASSWORD_ONLY, amr: ['ext'], enrollmentOnly: mustHaveFactor(this.deps.mfaRequired, user.role) }
+		if (methods.length > 0) return { mfaRequired: true, mfaToken: await issueMfaToken(db, user, PROVIDER_ONLY.amr), methods }
+		const assurance = { ...PROVIDER_ONLY, enrollmentOnly: mustHaveFactor(this.deps.mfaRequired, user.role) }
 		const issued = await this.deps.sessions.startSessionFor(user.id, spent.credentialsVersion, assurance, client, async () => true)
 		if (!issued) throw invalidSignInCode()
 		await this.deps.audit.record('login.succeeded', client, { actorId: user.id, subjectId: user.id, details: { sessionId: issued.sessionId, method: 'provider', provider: spent.provider } })
@@ -395,7 +417,7 @@ export class ProviderSignIn {
 		const removed = await this.deps.db.transaction(async (tx) => {
 			const [user] = await tx.select().from(users).where(eq(users.id, userId)).for('update')
 			if (!user) throw new NotFound('No such user')
-			const [identity] = await tx.select().from(identities).where(and(eq(identities.id, identityId.toLowerCase()), eq(identities.userId, userId)))
+			const [identity] = await tx.select().from(identities).where(and(eq(identities.id, identityId), eq(identities.userId, userId)))
 			if (!identity) throw new NotFound('No such identity on this account')
 			const [others] = await tx.select({ count: count() }).from(identities).where(and(eq(identities.userId, userId), ne(identities.id, identity.id)))
 			const [passkeys] = await tx.select({ count: count() }).from(factors).where(and(eq(factors.userId, userId), eq(factors.type, 'webauthn'), eq(factors.status, 'active')))
@@ -403,6 +425,7 @@ export class ProviderSignIn {
 				throw new Conflict('conflict', 'This is the account’s last way to sign in: set a password (recovery by email) or add a passkey first')
 			await tx.delete(identities).where(eq(identities.id, identity.id))
 			await recordWebhookEvents(tx, [{ type: 'identity.unlinked', data: { userId, identity: toIdentityResource(identity) } }])
+			await this.deps.notices.queue(tx, user, [{ way: 'identity', change: 'removed', label: identity.provider }], client)
 			return identity
 		})
 		await this.deps.audit.record('identity.unlinked', client, { actorId: caller.user.id, subjectId: userId, details: { provider: removed.provider } })
@@ -415,9 +438,24 @@ export class ProviderSignIn {
 }
 
 /** Links an identity to an account, with its `identity.linked` event (`tx` should be a transaction). */
-async function linkIdentity(tx: Queryable, provider: string, subject: string, email: string | null, userId: string) {
-	const [identity] = await tx.insert(identities).values({ id: Bun.randomUUIDv7(), provider, subject, email, userId }).returning()
-	if (identity) await recordWebhookEvents(tx, [{ type: 'identity.linked', data: { userId, identity: toIdentityResource(identity) } }])
+async function linkIdentity(tx: Queryable, values: Omit<typeof identities.$inferInsert, 'id'> & { userId: string }) {
+	const [identity] = await tx.insert(identities).values({ id: Bun.randomUUIDv7(), ...values }).returning()
+	if (identity) await recordWebhookEvents(tx, [{ type: 'identity.linked', data: { userId: values.userId, identity: toIdentityResource(identity) } }])
+}
+
+/**
+ * A provider's display name as an account's name: control characters (line breaks, NUL…) become spaces,
+ * runs of white space one, and at most NAME_MAX_LENGTH characters are kept, never half a surrogate pair.
+ * Cleaned rather than refused: the name is the provider's decoration, not a reason to fail a sign-in.
+ */
+export function oneLineName(raw: string): string {
+	const flat = raw.toWellFormed().replace(/[\p{Cc}\p{Zl}\p{Zp}\s]+/gu, ' ').trim()
+	let kept = ''
+	for (const char of flat) {
+		if (kept.length + char.length > NAME_MAX_LENGTH) break
+		kept += char
+	}
+	return kept.trimEnd()
 }
 
 /** Equal strings of digests, compared in constant time. */

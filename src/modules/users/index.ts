@@ -25,11 +25,7 @@ export const usersModule = ({ users, guard, db, audit }: UsersModuleDeps) =>
 	new Elysia({ name: 'users', prefix: '/users', detail: { tags: ['Users'] } })
 		.use(guard)
 		.use(requestContext)
-		.onTransform(({ body, params, request }) => {
-			// Ids are compared as text (the caller's own, the last admin): one letter case, lower, as they are issued.
-			const ids = (params ?? {}) as { id?: string; sessionId?: string }
-			if (typeof ids.id === 'string') ids.id = ids.id.toLowerCase()
-			if (typeof ids.sessionId === 'string') ids.sessionId = ids.sessionId.toLowerCase()
+		.onTransform(({ body, request }) => {
 			const candidate = body as { email?: unknown; password?: unknown; currentPassword?: unknown } | undefined
 			if (!candidate || typeof candidate !== 'object') return
 			// Emails are compared trimmed and lower-cased everywhere.
@@ -103,13 +99,13 @@ export const usersModule = ({ users, guard, db, audit }: UsersModuleDeps) =>
 				body: UserModel.replace,
 				response: {
 					200: UserEnvelope,
-					...problemResponses(400, 401, 403, 404, 'email-taken', 'last-admin', 'conflict', 413, 415, 422, 'rate-limited', 'login-locked'),
+					...problemResponses(400, 401, 403, 'mfa-required', 'reauthentication-required', 404, 'email-taken', 'last-admin', 'conflict', 413, 415, 422, 'rate-limited', 'login-locked'),
 				},
 				detail: {
 					operationId: 'replaceUser',
 					summary: 'Replace the editable fields of an account',
 					description:
-						'`currentPassword` is required when users change their own email or password; a wrong one counts as a failed login of the account (its lockout then answers 429 `login-locked`). Only admins may change `role` or `status`. A new password revokes the other sessions. A request that sets or checks a password counts against the stricter `/auth` rate limit. If the account\'s credentials change while the request is handled (another password or email change), it is refused with 409 `conflict`: read the account again and retry.',
+						'Users changing their own email or password prove it is them: with `currentPassword`, or without it from a session signed in or checked (POST /auth/reauthentication) within REAUTHENTICATION_SECONDS (default 5 minutes), else 403 `reauthentication-required`. A wrong `currentPassword` counts as a failed login of the account (its lockout then answers 429 `login-locked`). Only admins may change `role` or `status`. A new password revokes the other sessions. A request that sets or checks a password counts against the stricter `/auth` rate limit. If the account\'s credentials change while the request is handled (another password or email change), it is refused with 409 `conflict`: read the account again and retry.',
 				},
 			},
 		)

@@ -1,4 +1,6 @@
+import { Value } from '@sinclair/typebox/value'
 import { t } from 'elysia'
+import { AccountId, Id } from '../../http/ids'
 import { queryDateTime, queryInteger } from '../../http/problem'
 
 const Role = t.Union([t.Literal('user'), t.Literal('admin')])
@@ -13,7 +15,23 @@ export const Email = t.String({
 	'x-pattern-error': 'must have at most 64 characters before the @',
 	examples: ['ada@example.com'],
 })
-const Name = t.String({ maxLength: 200, examples: ['Ada Lovelace'] })
+/**
+ * Whether a value from outside (a provider's claim, an imported line) is an address sign-up would take:
+ * the same schema, so the two can never disagree.
+ */
+export const isEmailAddress = (value: string) => Value.Check(Email, value)
+export const NAME_MAX_LENGTH = 200
+const Name = t.String({ maxLength: NAME_MAX_LENGTH, examples: ['Ada Lovelace'] })
+/**
+ * What the database can hold, and so what a response may carry: the `users` check constraints keep it
+ * trimmed, lower-cased and non-empty, not a well-formed address. Rows written by older versions or
+ * imported may hold any such string, and no response may fail its own schema over one (API.md).
+ */
+const StoredEmail = t.String({
+	minLength: 1,
+	description: 'trimmed and lower-cased; what sign-up and every writer accept is an email address (see POST /users), but older or imported rows are shown as stored',
+	examples: ['ada@example.com'],
+})
 // The policy (8–256 code points, not a common password) is checked by the service, which counts
 // code points rather than UTF-16 units; the body limit bounds the input.
 export const Password = t.String({
@@ -29,7 +47,7 @@ export namespace UserModel {
 	export const user = t.Object(
 		{
 			id: t.String({ format: 'uuid' }),
-			email: t.String({ format: 'email' }),
+			email: StoredEmail,
 			name: t.String(),
 			role: Role,
 			status: Status,
@@ -37,7 +55,7 @@ export namespace UserModel {
 			updatedAt: Timestamp,
 			deactivatedAt: t.Union([Timestamp, t.Null()]),
 			emailVerified: t.Boolean({ description: 'whether the owner proved the address (a link or code from a mail to it)' }),
-			pendingEmail: t.Union([t.String({ format: 'email' }), t.Null()], {
+			pendingEmail: t.Union([StoredEmail, t.Null()], {
 				description: 'the new address of the user’s own email change, until it is confirmed from a mail to it',
 			}),
 		},
@@ -56,14 +74,12 @@ export namespace UserModel {
 		email: Email,
 		name: Name,
 		password: t.Optional(Password),
-		currentPassword: t.Optional(t.String({ description: 'required when users change their own email or password' })),
+		currentPassword: t.Optional(t.String({ description: 'when users change their own email or password: required unless this session was signed in or checked within REAUTHENTICATION_SECONDS' })),
 		role: t.Optional(Role),
 		status: t.Optional(Status),
 	})
 
-	export const idParams = t.Object({
-		id: t.Union([t.Literal('me'), t.String({ format: 'uuid' })], { error: 'must be a user id (UUID) or "me"' }),
-	})
+	export const idParams = t.Object({ id: AccountId })
 
 	export const listQuery = t.Object(
 		{
@@ -98,8 +114,8 @@ export namespace UserModel {
 	})
 
 	export const sessionParams = t.Object({
-		id: idParams.properties.id,
-		sessionId: t.String({ format: 'uuid' }),
+		id: AccountId,
+		sessionId: Id(),
 	})
 }
 

@@ -3,13 +3,15 @@ import type { Database } from '../../db/client'
 import { sqlState } from '../../db/client'
 import { users, type UserRow } from '../../db/schema'
 import { AppError, Conflict, Forbidden, NotFound, ValidationFailed, type FieldError } from '../../http/problem'
+import { UUID } from '../../http/ids'
 import { passwordProblem, type PasswordHasher } from '../auth/password'
 import type { AuditLog, ClientInfo } from '../audit/service'
 import type { AuthService } from '../auth/service'
 import type { EmailService } from '../email/service'
 import type { FactorsService } from '../factors/service'
-import { revokeUserSessions, type Caller, type Queryable } from '../auth/sessions'
+import { requireRecentAuthentication, revokeUserSessions, type Caller, type Queryable } from '../auth/sessions'
 import { recordWebhookEvents, type WebhookEvent } from '../webhooks/outbox'
+import type { WayInChange, WayInNotices } from '../../mail/notices'
 import type { CreateUserInput, ListUsersQuery, ReplaceUserInput, UserResource } from './model'
 
 export const normalizeEmail = (email: string) => email.trim().toLowerCase()
@@ -47,6 +49,15 @@ export function userChangeEvents(before: UserRow | null, after: UserRow, passwor
 	return events
 }
 
+/**
+ * The `login.locked` event of an account: the account as the API shows it (with `email` and `userId`, the
+ * members the event had before `user`). Nothing when the account is gone.
+ */
+export async function recordLoginLocked(db: Queryable, userId: string, reason: 'password' | 'second-factor') {
+	const [account] = await db.select().from(users).where(eq(users.id, userId))
+	if (account) await recordWebhookEvents(db, [{ type: 'login.locked', data: { user: toUserResource(account), email: account.email, userId: account.id, reason } }])
+}
+
 export interface UsersServiceDeps {
 	db: Database
 	audit: AuditLog
@@ -59,6 +70,10 @@ export interface UsersServiceDeps {
 	email: Pick<EmailService, 'verification' | 'onSignUp' | 'onEmailChangeRequested' | 'assertMailAvailable' | 'wake'>
 	passwordMinLength: number
 	signupEnabled: boolean
+	/** REAUTHENTICATION_SECONDS: without `currentPassword`, a user's own password or email change needs a check this recent. */
+	reauthenticationSeconds: number
+	/** A notice to the account's address of a password set or changed, or an address changed. */
+	notices: Pick<WayInNotices, 'queue'>
 }
 
 /** Inserts an account; the unique index, not a prior read, decides whether the email is taken. */
@@ -149,7 +164,12 @@ export class UsersService {
 		if (changeWaitsForProof) this.deps.email.assertMailAvailable()
 		if (input.password !== undefined) this.checkPassword(input.password)
 		if (self && changesCredentials) await this.deps.stepUp.requireStepUp(caller)
-		if (self && changesCredentials) await this.requireCurrentPassword(input.currentPassword, checked, caller, client)
+		// The proof that it is the owner: the current password, or a recent check of this session (an account made through a
+		// provider has no password to give).
+		if (self && changesCredentials) {
+			if (input.currentPassword !== undefined) await this.requireCurrentPassword(input.currentPassword, checked, caller, client)
+			else requireRecentAuthentication(caller, this.deps.reauthenticationSeconds)
+		}
 		const newHash = input.password === undefined ? undefined : await this.deps.hasher.hash(input.password)
 
 		// Every active admin is locked, before the account, only when admins can be affected (see lockActiveAdmins).
@@ -192,6 +212,12 @@ export class UsersService {
 				})
 			if (!row) throw new NotFound('No user with this id')
 			await recordWebhookEvents(tx, userChangeEvents(current, row, newHash !== undefined))
+			// To the address the account had: its owner hears of a change even when the change moved it.
+			const changes: WayInChange[] = [
+				...(newHash !== undefined ? [{ way: 'password' as const, change: current.passwordHash === null ? ('added' as const) : ('changed' as const) }] : []),
+				...(emailChanges ? [{ way: 'email' as const, change: 'changed' as const, label: row.email }] : []),
+			]
+			await this.deps.notices.queue(tx, current, changes, client)
 			if (deactivating) await revokeUserSessions(tx, id, 'deactivated')
 			// A new password ends every other session: whoever knew the old one is logged out.
 			else if (newHash !== undefined) await revokeUserSessions(tx, id, 'password-changed', self ? caller.sessionId : undefined)
@@ -251,10 +277,8 @@ export class UsersService {
 	}
 
 	/** A wrong current password is a failed login of the account: counted toward its lockout, and audited. */
-	private async requireCurrentPassword(currentPassword: string | undefined, user: UserRow, caller: Caller, client: ClientInfo) {
+	private async requireCurrentPassword(currentPassword: string, user: UserRow, caller: Caller, client: ClientInfo) {
 		const pointer = '#/currentPassword'
-		if (currentPassword === undefined)
-			throw new ValidationFailed([{ pointer, code: 'required', detail: 'is required to change your email or password' }])
 		const { passwordChecks } = this.deps
 		const attempt = await passwordChecks.reserveAttempt(user.email, client, caller.user.id)
 		try {
@@ -358,8 +382,6 @@ function encodeCursor(sort: Sort, row: UserRow): string {
 	return Buffer.from(JSON.stringify({ s: sort, k: key, i: row.id })).toString('base64url')
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
-
 function decodeCursor(value: string, sort: Sort): Cursor {
 	const invalid = new AppError('bad-request', 'The cursor is not valid for this query', {
 		errors: [{ pointer: '#/cursor', code: 'invalid', detail: 'use nextCursor from a previous page with the same sort' }],
@@ -375,7 +397,7 @@ function decodeCursor(value: string, sort: Sort): Cursor {
 	// A date as encodeCursor writes it, and a real one: 2026-02-31 would not come back the same.
 	if (!sort.endsWith('email') && !(/^(?!0000)\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/.test(k) && isSameInstant(k))) throw invalid
 	if (k.includes('\u0000')) throw invalid
-	return { sort, key: k, id: i }
+	return { sort, key: k, id: i.toLowerCase() }
 }
 
 function isSameInstant(iso: string): boolean {

@@ -19,12 +19,6 @@ export const webhooksModule = ({ webhooks, guard }: WebhooksModuleDeps) =>
 	new Elysia({ name: 'webhooks', prefix: '/webhooks', detail: { tags: ['Webhooks'] } })
 		.use(guard)
 		.use(requestContext)
-		.onTransform(({ params }) => {
-			// Ids are compared as stored: lower case.
-			const ids = (params ?? {}) as { id?: string; deliveryId?: string }
-			if (typeof ids.id === 'string') ids.id = ids.id.toLowerCase()
-			if (typeof ids.deliveryId === 'string') ids.deliveryId = ids.deliveryId.toLowerCase()
-		})
 		.post(
 			'',
 			async ({ body, caller, client, set }) => {

@@ -1,5 +1,6 @@
 import type { TLiteral } from '@sinclair/typebox'
 import { t, type TSchema } from 'elysia'
+import { Id } from '../../http/ids'
 import { queryInteger } from '../../http/problem'
 import { SESSION_END_REASONS } from '../auth/sessions'
 import { FactorModel } from '../factors/model'
@@ -49,8 +50,8 @@ export namespace WebhookModel {
 
 	export const list = t.Object({ items: t.Array(endpoint) })
 
-	export const idParams = t.Object({ id: t.String({ format: 'uuid' }) })
-	export const deliveryParams = t.Object({ id: t.String({ format: 'uuid' }), deliveryId: t.String({ format: 'uuid' }) })
+	export const idParams = t.Object({ id: Id() })
+	export const deliveryParams = t.Object({ id: Id(), deliveryId: Id() })
 
 	export const secret = t.Object({ secret: Secret })
 
@@ -100,7 +101,10 @@ const { current: _current, ...sessionFields } = UserModel.session.properties
 const WebhookSession = t.Object({
 	...sessionFields,
 	userId: Uuid,
-	amr: t.Array(t.String(), { description: 'how it was established (RFC 8176)' }),
+	amr: t.Array(t.String(), {
+		description: 'how it was established, RFC 8176 values only (`pwd`, `otp`, `hwk`, `mfa`); empty for a sign-in at an identity provider alone, which RFC 8176 has no value for',
+		examples: [['pwd', 'otp', 'mfa']],
+	}),
 	aal: t.Union([t.Literal('aal1'), t.Literal('aal2')]),
 })
 const FactorData = t.Object({ userId: Uuid, factor: FactorModel.factor })
@@ -131,10 +135,12 @@ export const WEBHOOK_PAYLOADS: Record<WebhookEventType | typeof PING_EVENT, { su
 		}),
 	},
 	'login.locked': {
-		summary: 'Too many failed sign-ins: this email is locked for a while (LOCKOUT_*), also for an email no account has',
+		summary:
+			'Too many failed sign-ins to an existing account: it is locked for a while (LOCKOUT_*). Sent only for an account, with that account, never with the text that was typed: text no account has is locked all the same, and sends nothing',
 		data: t.Object({
-			email: t.Union([t.String(), t.Null()]),
-			userId: t.Union([Uuid, t.Null()], { description: 'null when no account has the email' }),
+			user: UserModel.user,
+			email: t.String({ description: 'the account’s email, as in `user` (kept from before `user` was added)' }),
+			userId: t.String({ format: 'uuid', description: 'the account’s id, as in `user` (before `user` was added, null meant an address no account has: such locks are no longer sent)' }),
 			reason: t.Union([t.Literal('password'), t.Literal('second-factor')], { description: 'wrong passwords, or wrong second-factor codes' }),
 		}),
 	},
