@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
-import { eq, sql } from 'drizzle-orm'
-import { webhookAttempts, webhookDeliveries, webhookEvents } from '../src/db/schema'
+import { and, desc, eq, gte, sql } from 'drizzle-orm'
+import { jobs, webhookAttempts, webhookDeliveries, webhookEvents } from '../src/db/schema'
 import { purgeWebhookLogStep } from '../src/modules/webhooks/delivery'
 import { recordWebhookEvents } from '../src/modules/webhooks/outbox'
 import { startTestApp, type TestApp } from './support/app'
@@ -279,6 +279,34 @@ describe('refused destinations at every attempt', () => {
 		expect(hooks.received).toHaveLength(0)
 	})
 
+	/** Each address in turn is what the endpoint's name resolves to at the attempt (it resolved to a public one when saved). */
+	async function refusedAtTheAttempt(env: Record<string, string>, addresses: string[], error: string) {
+		const hooks = await receiver()
+		let answer = { address: '93.184.215.14', family: 4 }
+		const { t, admin } = await app(env, { resolveHost: async () => [answer] })
+		for (const address of addresses) {
+			answer = { address: '93.184.215.14', family: 4 }
+			const endpoint = await subscribe(t, admin, `http://hooks.example.test:${hooks.port}/hooks`)
+			answer = { address, family: address.includes(':') ? 6 : 4 }
+			await signUp(t)
+			const refused = await deliveryOnceItIs(t, admin, endpoint.id, undefined, (d) => d.attempts.length >= 1)
+			const { statusCode, succeeded, error: said } = refused.attempts[0] ?? {}
+			expect({ address, statusCode, succeeded, error: said }).toEqual({ address, statusCode: null, succeeded: false, error: `destination refused: ${error}` })
+			await t.call('DELETE', `/api/webhooks/${endpoint.id}`, { token: admin.accessToken })
+		}
+		expect(hooks.received).toHaveLength(0)
+	}
+
+	test('an address that leads to loopback in another IPv6 spelling is refused at the attempt', () =>
+		refusedAtTheAttempt({ WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'false' }, ['64:ff9b::7f00:1', '::ffff:0:7f00:1', '2002:7f00:1::'], 'the host resolves to a loopback, private or link-local address'))
+
+	test('an address that leads to cloud metadata in any spelling is refused at the attempt, private networks allowed or not', () =>
+		refusedAtTheAttempt(
+			{ WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' },
+			['169.254.170.2', '::ffff:0:a9fe:a9fe', '64:ff9b::a9fe:aa02', '2002:a9fe:a9fe::', '::169.254.169.254'],
+			'the host resolves to a cloud metadata address',
+		))
+
 	test('a redirect is not followed: the attempt fails and the place it points to hears nothing', async () => {
 		const elsewhere = await receiver()
 		const hooks = await receiver()
@@ -323,5 +351,82 @@ describe('endpoint health', () => {
 		expect(enabled.body.data).toMatchObject({ enabled: true, disabledReason: null, failingSince: null })
 		const user = await signUp(t)
 		await hooks.waitFor(createdFor(user))
+	})
+})
+
+describe('endpoints deleted meanwhile', () => {
+	test('sign-ups while subscribed endpoints are created and deleted all commit; deliveries go only to endpoints that exist', async () => {
+		const hooks = await receiver()
+		const { t, admin } = await app()
+		const kept = await subscribe(t, admin, hooks.url)
+		const since = new Date()
+		let signingUp = true
+		const churned: string[] = []
+		// Endpoints subscribed to the same event come and go while the sign-ups write it.
+		const churn = async () => {
+			while (signingUp) {
+				const endpoint = await subscribe(t, admin, `${hooks.url}/churn`)
+				churned.push(endpoint.id)
+				const deleted = await t.call('DELETE', `/api/webhooks/${endpoint.id}`, { token: admin.accessToken })
+				expect(deleted.status).toBe(200)
+			}
+		}
+		const churning = [churn(), churn(), churn()]
+		// Waves of parallel sign-ups, so that they overlap many creations and deletions.
+		const emails: string[] = []
+		const created: Awaited<ReturnType<typeof t.call>>[] = []
+		for (let wave = 0; wave < 8; wave++) {
+			const batch = Array.from({ length: 16 }, () => uniqueEmail('churn'))
+			emails.push(...batch)
+			created.push(...(await Promise.all(batch.map((email) => t.call('POST', '/api/users', { json: { email, password: 'correct horse battery staple' } })))))
+		}
+		signingUp = false
+		await Promise.all(churning)
+		expect(churned.length).toBeGreaterThan(10)
+		expect(created.filter((res) => res.status !== 201).map((res) => res.body)).toEqual([])
+
+		await hooks.waitFor((d) => d.event.type === 'user.created' && emails.includes(d.event.data.user.email), emails.length)
+		await t.app.decorator.webhookJobs.idle()
+		const { db } = database.handle
+		// Every sign-up committed with its event, delivered to the endpoint that stayed, once.
+		const toKept = await db
+			.select({ email: sql<string>`${webhookEvents.body}::jsonb #>> '{data,user,email}'` })
+			.from(webhookDeliveries)
+			.innerJoin(webhookEvents, eq(webhookEvents.id, webhookDeliveries.eventId))
+			.where(eq(webhookDeliveries.endpointId, kept.id))
+		expect(toKept.map((row) => row.email).filter((email) => emails.includes(email)).sort()).toEqual([...emails].sort())
+		// Nothing left of the deleted endpoints; every delivery job ended cleanly (a delivery gone with its endpoint is done).
+		expect(await db.select({ id: webhookDeliveries.id }).from(webhookDeliveries).where(sql`${webhookDeliveries.endpointId} <> ${kept.id}`)).toEqual([])
+		const unfinished = await db
+			.select({ outcome: jobs.outcome, lastError: jobs.lastError })
+			.from(jobs)
+			.where(and(eq(jobs.queue, 'webhook'), gte(jobs.createdAt, since), sql`${jobs.outcome} is distinct from 'done'`))
+		expect(unfinished).toEqual([])
+		expect(t.logs.filter((line) => /"level":"(warn|error|fatal)"/.test(line))).toEqual([])
+	})
+
+	test('an attempt in flight when its endpoint is deleted ends its job cleanly, once, without a retry', async () => {
+		const hooks = await receiver()
+		const { t, admin } = await app()
+		const endpoint = await subscribe(t, admin, hooks.url)
+		hooks.replies = ['hang']
+		await signUp(t)
+		const deadline = Date.now() + 10_000
+		while (hooks.mostHanging === 0 && Date.now() < deadline) await Bun.sleep(20)
+		expect(hooks.mostHanging).toBe(1)
+		const deleted = await t.call('DELETE', `/api/webhooks/${endpoint.id}`, { token: admin.accessToken })
+		expect(deleted.status).toBe(200)
+		// The receiver answers now: the attempt was made, but its delivery is gone.
+		await hooks.stop()
+		await t.app.decorator.webhookJobs.idle()
+		const { db } = database.handle
+		const rows = await db
+			.select({ outcome: jobs.outcome, attempts: jobs.attempts, lastError: jobs.lastError })
+			.from(jobs)
+			.where(eq(jobs.queue, 'webhook'))
+			.orderBy(desc(jobs.createdAt))
+			.limit(1)
+		expect(rows).toEqual([{ outcome: 'done', attempts: 1, lastError: null }])
+		expect(t.logs.filter((line) => /"level":"(warn|error|fatal)"/.test(line))).toEqual([])
 	})
 })

@@ -78,8 +78,8 @@ describe('a killed service', () => {
 		receiver.listen()
 		const second = await startBinary(folder, env)
 		try {
-			// A delivery claimed at the very moment of the kill would wait for its lease (75 s): the timeout allows it.
-			for (const email of emails) await receiver.waitFor(createdFor(email), 1, 150_000)
+			// A delivery claimed at the very moment of the kill waits for its lease (30 s, no longer renewed): within 60 s.
+			for (const email of emails) await receiver.waitFor(createdFor(email), 1, 60_000)
 			await Bun.sleep(4000)
 			for (const email of emails) {
 				const [delivery, ...again] = receiver.received.filter(createdFor(email))
@@ -135,6 +135,50 @@ if (TEST_DATABASE_URL) {
 				expect(verified(delivery as ReceivedDelivery, secret).data.user.email).toBe(email)
 			}
 			for (const instance of instances) expect(instance.output()).toMatch(/"queue":"webhook"[^\n]*"msg":"job done"/)
+		})
+	})
+}
+
+if (TEST_DATABASE_URL) {
+	const serverUrl = TEST_DATABASE_URL
+	describe('an instance killed mid-delivery', () => {
+		let at: BinaryFolder
+		let receiver: WebhookReceiver
+		let database: { url: string; drop(): Promise<void> }
+		const instances: RunningBinary[] = []
+
+		beforeAll(async () => {
+			at = binaryFolder('webhook-killed-claim')
+			receiver = await WebhookReceiver.start()
+			database = await createEmptyTestDatabase(serverUrl)
+		})
+		afterAll(async () => {
+			for (const instance of instances) await stop(instance)
+			await receiver?.stop()
+			await database?.drop()
+			at?.remove()
+		})
+
+		test('a delivery claimed by an instance that is killed is made by another within 60 s, once', async () => {
+			const env = { ...COMMON, DATABASE_URL: database.url, DATABASE_POOL_MAX: '4' }
+			const first = await startBinary(at, env)
+			instances.push(first)
+			const secret = await subscribe(first, receiver.url)
+			// The first attempt hangs, so the first instance holds the claim when it is killed.
+			receiver.replies = ['hang']
+			const email = `claimed-${Bun.randomUUIDv7().slice(-8)}@example.test`
+			await signUp(first, email)
+			const deadline = Date.now() + 20_000
+			while (receiver.mostHanging === 0 && Date.now() < deadline) await Bun.sleep(20)
+			expect(receiver.mostHanging).toBe(1)
+			instances.push(await startBinary(at, env))
+			first.process.kill('SIGKILL')
+			await first.process.exited
+			instances.shift()
+			const [delivery] = await receiver.waitFor(createdFor(email), 1, 60_000)
+			expect(verified(delivery as ReceivedDelivery, secret).data.user.email).toBe(email)
+			await Bun.sleep(2000)
+			expect(receiver.received.filter(createdFor(email))).toHaveLength(1)
 		})
 	})
 }

@@ -154,6 +154,14 @@ describe('refused URLs', () => {
 				'http://[::ffff:127.0.0.1]/hooks',
 				'http://[::7f00:1]/hooks',
 				'http://0.0.0.0/hooks',
+				// The same addresses in the other IPv6 forms that lead to them: translated, NAT64, 6to4, Teredo.
+				'http://[::ffff:0:7f00:1]/hooks',
+				'http://[64:ff9b::7f00:1]/hooks',
+				'http://[64:ff9b::10.1.2.3]/hooks',
+				'http://[64:ff9b:1:7f00:0:100::]/hooks',
+				'http://[2002:7f00:1::]/hooks',
+				'http://[2002:c0a8:a::1]/hooks',
+				'http://[2001:0:4136:e378:8000:63bf:80ff:fffe]/hooks',
 			]
 			for (const url of refused) {
 				const res = await strict.call('POST', '/api/webhooks', { token: strictAdmin.accessToken, json: { url, events: ['*'] } })
@@ -163,13 +171,37 @@ describe('refused URLs', () => {
 					errors: [{ pointer: '#/url', code: 'refused', detail: 'the host resolves to a loopback, private or link-local address' }],
 				})
 			}
+			// A public IPv4 address through NAT64 (what DNS64 answers for an IPv4-only host) is judged as that address.
+			const nat64 = await strict.call('POST', '/api/webhooks', { token: strictAdmin.accessToken, json: { url: 'http://[64:ff9b::93.184.215.14]/hooks', events: ['*'] } })
+			expect(nat64.status).toBe(201)
+			expect(nat64.body.data.url).toBe('http://[64:ff9b::5db8:d70e]/hooks')
+			await strict.call('DELETE', `/api/webhooks/${nat64.body.data.id}`, { token: strictAdmin.accessToken })
 		} finally {
 			await strict.close()
 		}
 	})
 
-	test('cloud metadata addresses are refused even where private networks are allowed', async () => {
-		for (const url of ['http://169.254.169.254/latest/meta-data', 'http://[fd00:ec2::254]/', 'http://[::ffff:a9fe:a9fe]/']) {
+	test('cloud metadata addresses are refused even where private networks are allowed, in every spelling', async () => {
+		const spellings = [
+			'http://169.254.169.254/latest/meta-data',
+			'http://169.254.170.2/v2/credentials',
+			'http://100.100.100.200/latest/meta-data',
+			'http://[fd00:ec2::254]/',
+			'http://[fd00:ec2:0:0::0254]/',
+			'http://[::ffff:a9fe:a9fe]/',
+			'http://[::ffff:169.254.170.2]/',
+			'http://[::169.254.169.254]/',
+			'http://[::ffff:0:a9fe:a9fe]/',
+			'http://[64:ff9b::a9fe:a9fe]/',
+			'http://[64:ff9b::100.100.100.200]/',
+			'http://[64:ff9b:1:a9fe:a9:fe00::]/',
+			'http://[2002:a9fe:a9fe::]/',
+			'http://[2002:a9fe:aa02:1::1]/',
+			'http://[2001:0:4136:e378:8000:63bf:5601:5601]/',
+			'http://0xa9fea9fe/',
+			'http://169.254.43518/',
+		]
+		for (const url of spellings) {
 			const res = await create({ url, events: ['*'] })
 			expect({ url, status: res.status, errors: res.body.errors }).toEqual({
 				url,

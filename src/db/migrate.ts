@@ -20,6 +20,7 @@ import m0016 from '../../drizzle/0016_ways_in.sql' with { type: 'text' }
 import m0017 from '../../drizzle/0017_mfa_token_amr.sql' with { type: 'text' }
 import m0018 from '../../drizzle/0018_code_failures.sql' with { type: 'text' }
 import m0019 from '../../drizzle/0019_link_session.sql' with { type: 'text' }
+import m0020 from '../../drizzle/0020_job_claims.sql' with { type: 'text' }
 import type { Database } from './client'
 
 /**
@@ -47,6 +48,7 @@ const MIGRATION_SQL: Record<string, string> = {
 	'0017_mfa_token_amr': m0017,
 	'0018_code_failures': m0018,
 	'0019_link_session': m0019,
+	'0020_job_claims': m0020,
 }
 
 export interface Migration {

@@ -181,9 +181,9 @@ export const codeFailures = pgTable(
 
 /**
  * The service's one background-job queue (mail now, webhooks next). Workers on
- * every instance claim due jobs with FOR UPDATE SKIP LOCKED and hold a lease
- * while they run one; a job whose worker died is claimed again when its lease
- * ends. A finished job keeps no payload (a mail's payload holds its link).
+ * every instance claim due jobs with FOR UPDATE SKIP LOCKED and hold a short
+ * lease, renewed while they run one; a job whose worker died is claimed again
+ * when its lease ends. A finished job keeps no payload (a mail's payload holds its link).
  */
 export const jobs = pgTable(
 	'jobs',
@@ -197,6 +197,8 @@ export const jobs = pgTable(
 		runAt: timestamp('run_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
 		attempts: integer('attempts').notNull().default(0),
 		lockedUntil: timestamp('locked_until', { withTimezone: true, precision: 3 }),
+		// Which claim holds the lease: a worker finishes, fails, defers or renews a job only while this is still its own.
+		claimId: uuid('claim_id'),
 		lastError: text('last_error'),
 		finishedAt: timestamp('finished_at', { withTimezone: true, precision: 3 }),
 		outcome: text('outcome', { enum: ['done', 'failed'] }),

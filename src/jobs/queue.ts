@@ -30,13 +30,24 @@ export async function queuedSince(db: Queryable, throttleKey: string, seconds: n
 	return found !== undefined
 }
 
-export type ClaimedJob = Pick<JobRow, 'id' | 'queue' | 'payload' | 'attempts' | 'createdAt'>
+export type ClaimedJob = Pick<JobRow, 'id' | 'queue' | 'payload' | 'attempts' | 'createdAt'> & {
+	/** This claim's own id: what finishes, fails, defers and renews the job, as long as no later claim replaced it. */
+	claimId: string
+}
+
+/** A claim, as the writes that end or renew it name it. */
+export type JobClaim = Pick<ClaimedJob, 'id' | 'claimId'>
+
+/** The job's row while `claim` still holds it. */
+const heldBy = (claim: JobClaim) => and(eq(jobs.id, claim.id), eq(jobs.claimId, claim.claimId))
 
 /**
  * Claims up to `limit` due jobs for `leaseSeconds`: FOR UPDATE SKIP LOCKED lets every instance claim at
  * once without waiting on each other or taking the same job. The lease is what makes a claim survive
  * the transaction: until it ends, no one else claims the job; if the claimant dies, it ends and the
- * job is claimed again (at least once, never lost).
+ * job is claimed again (at least once, never lost). A live claimant renews it (`renewLeases`), so the
+ * lease is short whatever the job's length. Each claim gets an id of its own: a claimant that lost its
+ * lease (it stalled past it) and another claimed the job can no longer finish, fail or release it.
  */
 export async function claimDueJobs(db: Database, limit: number, leaseSeconds: number, queues?: string[]): Promise<ClaimedJob[]> {
 	const due = db
@@ -55,21 +66,38 @@ export async function claimDueJobs(db: Database, limit: number, leaseSeconds: nu
 		.for('update', { skipLocked: true })
 	return db
 		.update(jobs)
-		.set({ lockedUntil: sql`now() + make_interval(secs => ${leaseSeconds})`, attempts: sql`${jobs.attempts} + 1` })
+		.set({ lockedUntil: sql`now() + make_interval(secs => ${leaseSeconds})`, claimId: sql`gen_random_uuid()`, attempts: sql`${jobs.attempts} + 1` })
 		.where(inArray(jobs.id, due))
-		.returning({ id: jobs.id, queue: jobs.queue, payload: jobs.payload, attempts: jobs.attempts, createdAt: jobs.createdAt })
+		.returning({ id: jobs.id, queue: jobs.queue, payload: jobs.payload, attempts: jobs.attempts, createdAt: jobs.createdAt, claimId: sql<string>`${jobs.claimId}` })
 }
 
-/** A job done: its payload goes (a mail's holds its link), its row stays a while as a record. `db` may be the handler's transaction. */
-export async function finishJob(db: Queryable, id: string) {
-	await db
+/** Extends the leases of the claims that still hold their jobs by `leaseSeconds` from now; returns those claims' ids. */
+export async function renewLeases(db: Database, claims: JobClaim[], leaseSeconds: number): Promise<Set<string>> {
+	if (claims.length === 0) return new Set()
+	// Claim ids are unique to a job's claim, so the two lists match pairwise.
+	const renewed = await db
+		.update(jobs)
+		.set({ lockedUntil: sql`now() + make_interval(secs => ${leaseSeconds})` })
+		.where(and(inArray(jobs.id, claims.map((claim) => claim.id)), inArray(jobs.claimId, claims.map((claim) => claim.claimId)), isNull(jobs.finishedAt)))
+		.returning({ claimId: sql<string>`${jobs.claimId}` })
+	return new Set(renewed.map((row) => row.claimId))
+}
+
+/**
+ * A job done: its payload goes (a mail's holds its link), its row stays a while as a record. `db` may be the
+ * handler's transaction. Returns false, changing nothing, when the claim no longer holds the job.
+ */
+export async function finishJob(db: Queryable, claim: JobClaim): Promise<boolean> {
+	const done = await db
 		.update(jobs)
 		.set({ finishedAt: sql`now()`, outcome: 'done', payload: null, lockedUntil: null, lastError: null })
-		.where(eq(jobs.id, id))
+		.where(heldBy(claim))
+		.returning({ id: jobs.id })
+	return done.length > 0
 }
 
-/** A failed attempt: run again after `delaySeconds`, or give up (`failed`, payload gone) when there is none. */
-export async function failJob(db: Database, id: string, error: string, delaySeconds: number | undefined) {
+/** A failed attempt: run again after `delaySeconds`, or give up (`failed`, payload gone) when there is none. Only while the claim holds the job. */
+export async function failJob(db: Database, claim: JobClaim, error: string, delaySeconds: number | undefined) {
 	await db
 		.update(jobs)
 		.set(
@@ -77,15 +105,15 @@ export async function failJob(db: Database, id: string, error: string, delaySeco
 				? { finishedAt: sql`now()`, outcome: 'failed', payload: null, lockedUntil: null, lastError: error }
 				: { runAt: sql`now() + make_interval(secs => ${delaySeconds})`, lockedUntil: null, lastError: error },
 		)
-		.where(eq(jobs.id, id))
+		.where(heldBy(claim))
 }
 
-/** A job put back for later without counting an attempt (it was not tried: its turn is not yet). */
-export async function deferJob(db: Database, id: string, delaySeconds: number) {
+/** A job put back for later without counting an attempt (it was not tried: its turn is not yet). Only while the claim holds the job. */
+export async function deferJob(db: Database, claim: JobClaim, delaySeconds: number) {
 	await db
 		.update(jobs)
 		.set({ runAt: sql`now() + make_interval(secs => ${delaySeconds})`, lockedUntil: null, attempts: sql`greatest(${jobs.attempts} - 1, 0)` })
-		.where(eq(jobs.id, id))
+		.where(heldBy(claim))
 }
 
 /** Deletes finished jobs older than `retentionSeconds`, a bounded batch at a time; returns how many went. */

@@ -2,7 +2,7 @@ import { Elysia } from 'elysia'
 import { loggableError, type Database } from '../db/client'
 import type { JobOutcome } from '../http/metrics'
 import type { Logger } from '../log'
-import { claimDueJobs, deferJob, failJob, finishJob, purgeFinishedJobs, type ClaimedJob } from './queue'
+import { claimDueJobs, deferJob, failJob, finishJob, purgeFinishedJobs, renewLeases, type ClaimedJob } from './queue'
 
 /**
  * Runs a job. It may finish the job itself, in the transaction that records its outcome (one commit instead
@@ -37,7 +37,11 @@ export interface JobWorkerOptions {
 	 * time (one query each) rather than one claim per finished job (default 1).
 	 */
 	claimAtLeast?: number
-	/** How long a claim holds; longer than any job may take (an SMTP send is bounded well below it). */
+	/**
+	 * How long a claim holds unless renewed (default JOB_LEASE_SECONDS). The worker renews the leases of the jobs
+	 * it runs every third of it, so a job may take longer; a job of an instance that died is claimed again
+	 * once its lease ends.
+	 */
 	leaseSeconds?: number
 	/** A job keeps being retried until it is this old. */
 	retryForSeconds?: number
@@ -56,6 +60,12 @@ export interface JobWorkerOptions {
 
 export const RETRY_FOR_SECONDS = 25 * 3600
 
+/**
+ * A claim's lease (API.md: a job whose instance died is tried again within 60 s): at most this long after its
+ * last renewal, plus a poll, another instance claims the job.
+ */
+export const JOB_LEASE_SECONDS = 30
+
 /** The delay before the attempt after `attempts` failed ones, or undefined once the job has been tried long enough. */
 export function retryDelaySeconds(attempts: number, ageSeconds: number, { retrySeconds, maxDelaySeconds = 3600, retryForSeconds = RETRY_FOR_SECONDS }: Pick<JobWorkerOptions, 'retrySeconds' | 'maxDelaySeconds' | 'retryForSeconds'>) {
 	if (ageSeconds >= retryForSeconds) return undefined
@@ -67,10 +77,15 @@ export function retryDelaySeconds(attempts: number, ageSeconds: number, { retryS
  * never hold up mail). Every instance runs one of each; they share the work through `claimDueJobs` (each job
  * is run by one of them at a time). A job queued here is run at
  * once (`wake`); one queued elsewhere within `pollSeconds`. A failed job is retried at growing delays
- * for `retryForSeconds`; a job whose worker died is claimed again when its lease ends.
+ * for `retryForSeconds`; a job whose worker died is claimed again when its lease ends (a live worker renews
+ * the leases of the jobs it runs).
  */
 export class JobWorker {
 	private readonly running = new Set<Promise<void>>()
+	/** The claims of the jobs this worker runs now, by claim id: their leases are renewed until they end. */
+	private readonly claims = new Map<string, ClaimedJob>()
+	private heartbeat: Timer | undefined
+	private renewing = false
 	private timer: Timer | undefined
 	private started = false
 	private claiming: Promise<void> | undefined
@@ -83,15 +98,41 @@ export class JobWorker {
 		if (this.started) return
 		this.started = true
 		this.schedule()
+		this.heartbeat ??= setInterval(() => void this.renew(), (this.leaseSeconds * 1000) / 3)
+		this.heartbeat.unref()
 		this.wake()
 	}
 
-	/** Stops claiming; resolves once the jobs in progress have ended. */
+	/** Stops claiming; resolves once the jobs in progress have ended (their leases renewed until then). */
 	async stop() {
 		this.started = false
 		clearTimeout(this.timer)
 		await this.claiming
 		await Promise.allSettled([...this.running])
+		clearInterval(this.heartbeat)
+		this.heartbeat = undefined
+	}
+
+	private get leaseSeconds() {
+		return this.options.leaseSeconds ?? JOB_LEASE_SECONDS
+	}
+
+	/** Extends the leases of the jobs running here; a job whose lease another claim took meanwhile is said once. */
+	private async renew() {
+		if (this.renewing || this.claims.size === 0) return
+		this.renewing = true
+		const claims = [...this.claims.values()]
+		try {
+			const held = await renewLeases(this.options.db, claims, this.leaseSeconds)
+			for (const job of claims)
+				if (!held.has(job.claimId) && this.claims.delete(job.claimId))
+					this.options.log.warn({ jobId: job.id, queue: job.queue }, 'job lease lost while it ran; its outcome is left to the claim that holds it now')
+		} catch (error) {
+			// The next beat tries again; a lease outlives two missed renewals.
+			this.options.log.warn({ error: loggableError(error) }, 'could not renew job leases')
+		} finally {
+			this.renewing = false
+		}
 	}
 
 	/** Looks for due jobs now (after this instance queued one). Does nothing while stopped. */
@@ -132,12 +173,12 @@ export class JobWorker {
 	}
 
 	private async claimAndRun() {
-		const { db, log, concurrency = 4, leaseSeconds = 120, claimAtLeast = 1 } = this.options
+		const { db, log, concurrency = 4, claimAtLeast = 1 } = this.options
 		try {
 			while (this.started) {
 				const free = concurrency - this.running.size
 				if (free <= 0 || (this.running.size > 0 && free < claimAtLeast)) return
-				const claimed = await claimDueJobs(db, free, leaseSeconds, this.options.queues)
+				const claimed = await claimDueJobs(db, free, this.leaseSeconds, this.options.queues)
 				for (const job of claimed) this.track(job)
 				if (claimed.length < free) return
 			}
@@ -147,7 +188,9 @@ export class JobWorker {
 	}
 
 	private track(job: ClaimedJob) {
+		this.claims.set(job.claimId, job)
 		const run = this.run(job).finally(() => {
+			this.claims.delete(job.claimId)
 			this.running.delete(run)
 			// A slot is free: there may be more due.
 			this.wake()
@@ -160,13 +203,14 @@ export class JobWorker {
 		const handler = handlers[job.queue]
 		try {
 			if (!handler || !job.payload) throw new PermanentJobError(`no handler for queue ${job.queue}`)
-			if ((await handler(job.payload, job)) !== JOB_FINISHED) await finishJob(db, job.id)
+			if ((await handler(job.payload, job)) !== JOB_FINISHED && !(await finishJob(db, job)))
+				log.warn({ jobId: job.id, queue: job.queue }, 'job ran to its end after its lease was lost; another claim holds it now')
 			this.options.onOutcome?.(job.queue, 'done')
 			log.debug({ jobId: job.id, queue: job.queue, attempts: job.attempts }, 'job done')
 		} catch (error) {
 			if (error instanceof JobDeferred) {
 				// If this write fails, the lease ends and the job is claimed again.
-				await deferJob(db, job.id, error.seconds).catch(() => {})
+				await deferJob(db, job, error.seconds).catch(() => {})
 				return
 			}
 			const reason = error instanceof Error && error.name !== 'Error' ? error.name : 'failed'
@@ -179,7 +223,7 @@ export class JobWorker {
 			else log.warn({ ...fields, retryInSeconds: delay }, 'job failed; retrying later')
 			this.options.onOutcome?.(job.queue, delay === undefined ? 'failed' : 'retry')
 			// If this write fails too, the lease ends and the job is claimed again.
-			await failJob(db, job.id, message.slice(0, 200), delay).catch(() => {})
+			await failJob(db, job, message.slice(0, 200), delay).catch(() => {})
 		}
 	}
 

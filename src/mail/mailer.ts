@@ -22,7 +22,7 @@ export interface Mailer {
  * nodemailer over SMTP_URL. `smtp://` upgrades with STARTTLS, and requires it when the URL carries
  * credentials (a password never crosses the network in clear; `?requireTLS=false` in the URL says
  * otherwise); `smtps://` is TLS from the first byte. A pool of a few connections is kept open, and
- * every wait is bounded so that a stuck server fails a send well inside the job's lease.
+ * every wait is bounded so that a stuck server fails a send (the worker renews the job's lease meanwhile).
  */
 function smtpMailer(settings: Config['mail'], smtpUrl: string): Mailer {
 	const url = new URL(smtpUrl)

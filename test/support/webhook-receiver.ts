@@ -73,6 +73,11 @@ export class WebhookReceiver {
 		this.port = this.server.port ?? this.port
 	}
 
+	/** Answers every request held so far (204), as a slow receiver does at last; they are not recorded. */
+	answerHanging() {
+		for (const release of this.hanging.splice(0)) release()
+	}
+
 	/** Down: the port refuses connections until `listen` again. */
 	async stop() {
 		for (const release of this.hanging.splice(0)) release()

@@ -46,11 +46,21 @@ const SLOW_FOR_MS = 60_000
 /** One attempt's outcome, to be written with others in one transaction. */
 interface AttemptRecord {
 	jobId: string
+	/** The job's claim: the job is finished only while it still holds it. */
+	claimId: string
 	deliveryId: string
 	endpointId: string
 	outcome: AttemptOutcome
 	/** Seconds to the next attempt; undefined after a success or the last retry. */
 	retryIn: number | undefined
+}
+
+/** What became of an attempt's record. */
+interface RecordedAttempt {
+	/** Its endpoint was turned off by this batch (true for one record of it). */
+	disabledNow: boolean
+	/** The delivery was deleted meanwhile, with its endpoint: nothing to record, nothing to retry. */
+	gone: boolean
 }
 
 /** What a delivery job needs, read with those of the other jobs claimed with it. */
@@ -72,7 +82,7 @@ interface DeliveryToMake {
  */
 export class WebhookDelivery {
 	private readonly loads = new GroupCommit<string, DeliveryToMake | undefined>((ids) => this.loadDeliveries(ids), 500, 2)
-	private readonly records = new GroupCommit<AttemptRecord, boolean>((batch) => this.recordAttempts(batch), 500, 2)
+	private readonly records = new GroupCommit<AttemptRecord, RecordedAttempt>((batch) => this.recordAttempts(batch), 500, 2)
 	/** Attempts in flight by endpoint, in this instance. */
 	private readonly inFlight = new Map<string, number>()
 	/** Endpoints whose last attempt was slow, until when they count as slow. */
@@ -114,9 +124,9 @@ export class WebhookDelivery {
 		if (outcome.durationMs >= (this.deps.timeoutSeconds * 1000) / 2) this.slowUntil.set(endpointId, Date.now() + SLOW_FOR_MS)
 		else this.slowUntil.delete(endpointId)
 		const retryIn = outcome.succeeded ? undefined : this.retryDelay(job.attempts)
-		const disabledNow = await this.records.submit({ jobId: job.id, deliveryId, endpointId: found.endpoint.id, outcome, retryIn })
-		if (disabledNow) await this.endpointDisabled(found.endpoint.id)
-		if (!outcome.succeeded) throw new JobFailure(outcome.error ?? 'failed')
+		const recorded = await this.records.submit({ jobId: job.id, claimId: job.claimId, deliveryId, endpointId: found.endpoint.id, outcome, retryIn })
+		if (recorded.disabledNow) await this.endpointDisabled(found.endpoint.id)
+		if (!outcome.succeeded && !recorded.gone) throw new JobFailure(outcome.error ?? 'failed')
 		return JOB_FINISHED
 	}
 
@@ -135,15 +145,33 @@ export class WebhookDelivery {
 	 * The attempts, their deliveries' states, their endpoints' health, and the jobs that succeeded, in one
 	 * transaction that does not wait for its WAL flush: a crash may lose its last moments, which only sends
 	 * those deliveries again (at least once holds), and delivery rates are not bound by disk flushes.
-	 * Returns, for each record, whether its endpoint was turned off by this batch (true for one record of it).
+	 *
+	 * An endpoint deleted while its attempt was in flight took the delivery with it: that record is dropped and
+	 * its job done. The endpoints are locked FOR KEY SHARE first, before any delivery row, which is the order a
+	 * delete takes its locks in (the endpoint, then its deliveries by cascade): a delete either waits for this
+	 * transaction or has committed before the rows are read, never a foreign key violation or a deadlock.
 	 */
-	private async recordAttempts(batch: AttemptRecord[]): Promise<boolean[]> {
+	private async recordAttempts(all: AttemptRecord[]): Promise<RecordedAttempt[]> {
 		const { disableAfterSeconds } = this.deps
-		const succeeded = batch.filter((record) => record.outcome.succeeded)
-		const failed = batch.filter((record) => !record.outcome.succeeded)
-		const ids = (records: AttemptRecord[], key: 'deliveryId' | 'endpointId' | 'jobId') => [...new Set(records.map((record) => record[key]))]
-		const turnedOff = await this.deps.db.transaction(async (tx) => {
+		const ids = (records: AttemptRecord[], key: 'deliveryId' | 'endpointId' | 'jobId' | 'claimId') => [...new Set(records.map((record) => record[key]))]
+		const { kept, turnedOff } = await this.deps.db.transaction(async (tx) => {
 			await tx.execute(sql`set local synchronous_commit = off`)
+			await tx.select({ id: webhookEndpoints.id }).from(webhookEndpoints).where(inArray(webhookEndpoints.id, ids(all, 'endpointId'))).for('key share')
+			const present = await tx.select({ id: webhookDeliveries.id }).from(webhookDeliveries).where(inArray(webhookDeliveries.id, ids(all, 'deliveryId'))).for('key share')
+			const kept = new Set(present.map((row) => row.id))
+			const batch = all.filter((record) => kept.has(record.deliveryId))
+			const gone = all.filter((record) => !kept.has(record.deliveryId))
+			const succeeded = batch.filter((record) => record.outcome.succeeded)
+			const failed = batch.filter((record) => !record.outcome.succeeded)
+			const finished = [...succeeded, ...gone]
+			if (finished.length > 0)
+				await tx
+					.update(jobs)
+					.set({ finishedAt: sql`now()`, outcome: 'done', payload: null, lockedUntil: null, lastError: null })
+					// Claim ids are unique to a job's claim: a job another claim took meanwhile (this one stalled past its
+					// lease) is left to it, and finds the delivery as recorded here.
+					.where(and(inArray(jobs.id, ids(finished, 'jobId')), inArray(jobs.claimId, ids(finished, 'claimId'))))
+			if (batch.length === 0) return { kept, turnedOff: new Set<string>() }
 			await tx.insert(webhookAttempts).values(
 				batch.map(({ deliveryId, outcome }) => ({
 					id: Bun.randomUUIDv7(),
@@ -161,12 +189,8 @@ export class WebhookDelivery {
 					.update(webhookEndpoints)
 					.set({ failingSince: null })
 					.where(and(inArray(webhookEndpoints.id, ids(succeeded, 'endpointId')), sql`${webhookEndpoints.failingSince} is not null`))
-				await tx
-					.update(jobs)
-					.set({ finishedAt: sql`now()`, outcome: 'done', payload: null, lockedUntil: null, lastError: null })
-					.where(inArray(jobs.id, ids(succeeded, 'jobId')))
 			}
-			if (failed.length === 0) return new Set<string>()
+			if (failed.length === 0) return { kept, turnedOff: new Set<string>() }
 			const gaveUp = failed.filter((record) => record.retryIn === undefined)
 			if (gaveUp.length > 0) await tx.update(webhookDeliveries).set({ status: 'failed', nextAttemptAt: null }).where(inArray(webhookDeliveries.id, ids(gaveUp, 'deliveryId')))
 			for (const delay of new Set(failed.flatMap((record) => (record.retryIn === undefined ? [] : [record.retryIn])))) {
@@ -175,7 +199,7 @@ export class WebhookDelivery {
 			}
 			// An endpoint that succeeded in this same batch is not failing.
 			const failing = ids(failed, 'endpointId').filter((id) => !succeeded.some((record) => record.endpointId === id))
-			if (failing.length === 0) return new Set<string>()
+			if (failing.length === 0) return { kept, turnedOff: new Set<string>() }
 			await tx.update(webhookEndpoints).set({ failingSince: sql`coalesce(${webhookEndpoints.failingSince}, now())` }).where(inArray(webhookEndpoints.id, failing))
 			const off = await tx
 				.update(webhookEndpoints)
@@ -188,9 +212,9 @@ export class WebhookDelivery {
 					),
 				)
 				.returning({ id: webhookEndpoints.id })
-			return new Set(off.map((row) => row.id))
+			return { kept, turnedOff: new Set(off.map((row) => row.id)) }
 		})
-		return batch.map((record) => turnedOff.delete(record.endpointId))
+		return all.map((record) => ({ gone: !kept.has(record.deliveryId), disabledNow: kept.has(record.deliveryId) && turnedOff.delete(record.endpointId) }))
 	}
 
 	private async endpointDisabled(endpointId: string) {

@@ -35,7 +35,7 @@ export const webhooksModule = ({ webhooks, guard }: WebhooksModuleDeps) =>
 					operationId: 'createWebhook',
 					summary: 'Add a webhook endpoint (admins)',
 					description:
-						'Events are POSTed to `url`, signed per Standard Webhooks with the `secret` returned here and never again. The URL must be `https` (`http` in development) and must not resolve to a loopback, private or link-local address (unless WEBHOOK_ALLOW_PRIVATE_NETWORKS=true).',
+						'Events are POSTed to `url`, signed per Standard Webhooks with the `secret` returned here and never again. The URL must be `https` (`http` in development) and must not resolve to a loopback, private or link-local address (unless WEBHOOK_ALLOW_PRIVATE_NETWORKS=true), nor ever to a cloud metadata address (169.254.169.254, 169.254.170.2, fd00:ec2::254, 100.100.100.200), in any spelling: an IPv6 address that leads to an IPv4 one (mapped, compatible, translated, NAT64, 6to4, Teredo) is judged by that address. Checked again at every attempt.',
 				},
 			},
 		)
@@ -65,7 +65,12 @@ export const webhooksModule = ({ webhooks, guard }: WebhooksModuleDeps) =>
 			auth: ADMIN,
 			params: WebhookModel.idParams,
 			response: { 200: Envelope(WebhookModel.endpoint), ...problemResponses(401, 403, 404, 422, 429) },
-			detail: { operationId: 'deleteWebhook', summary: 'Delete a webhook endpoint and its delivery log (admins)' },
+			detail: {
+				operationId: 'deleteWebhook',
+				summary: 'Delete a webhook endpoint and its delivery log (admins)',
+				description:
+					'Deliveries still owed to it are dropped, an attempt in flight included. A change writing an event to it at that moment is never failed by the delete: the delete waits for it and drops its delivery too.',
+			},
 		})
 		.post(
 			'/:id/secrets',

@@ -40,6 +40,13 @@ export const JOBS_CHANNEL = 'latchkey_jobs'
  * change they report does. One statement stores each event that some enabled endpoint subscribes to, a
  * delivery per such endpoint, and a job per delivery, then NOTIFYs (delivered by PostgreSQL on commit,
  * never on rollback). With no endpoint subscribed it writes nothing.
+ *
+ * The endpoints are read FOR KEY SHARE (the lock the foreign key check of the deliveries takes anyway, taken
+ * at the read instead): an endpoint deleted by a transaction that commits while this statement runs is
+ * skipped (READ COMMITTED re-checks a locked row and drops one that is gone) rather than failing the caller's
+ * change with a foreign key violation, and one deleted later waits for this transaction, then takes its new
+ * deliveries with it (ON DELETE CASCADE). The lock conflicts only with a delete or a change of the id: a PUT,
+ * a disable, the health columns and other writers of events never wait on it.
  */
 export async function recordWebhookEvents(db: Queryable, events: WebhookEvent[]): Promise<void> {
 	if (events.length === 0) return
@@ -54,6 +61,7 @@ export async function recordWebhookEvents(db: Queryable, events: WebhookEvent[])
 			select new_events.id as event_id, endpoint.id as endpoint_id
 			from new_events
 			join webhook_endpoints as endpoint on endpoint.enabled and endpoint.events && array['*', new_events.type]
+			for key share of endpoint
 		),
 		stored as (
 			insert into webhook_events (id, type, body)
