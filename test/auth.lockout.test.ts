@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
+import { MemoryCounterStore, type Count } from '../src/http/counters'
 import { problem, startTestApp, type TestApp } from './support/app'
 import { createTestDatabase, type TestDatabase } from './support/database'
 import { PASSWORD, signUp, signUpAdmin, uniqueEmail } from './support/fixtures'
@@ -128,5 +129,55 @@ describe('guesses sent in parallel', () => {
 		expect(reasons.filter((reason) => reason === 'wrong-current-password')).toHaveLength(evaluated(results))
 		const locks = await t.call('GET', `/api/audit-events?userId=${user.id}&type=login.locked`, { token: admin.accessToken })
 		expect(locks.body.data.items).toHaveLength(1)
+	})
+})
+
+/** Real in-memory counters whose next lockout count can be held back: a guess caught between its lock check and its count. */
+class HeldCounterStore extends MemoryCounterStore {
+	private hold: { reached: () => void; go: Promise<void> } | undefined
+
+	/** The next count of a failed-login key waits for the returned release; `reached` resolves once it waits. */
+	holdNextFailureCount(): { reached: Promise<void>; release: () => void } {
+		let reached!: () => void
+		let release!: () => void
+		const whenReached = new Promise<void>((resolve) => (reached = resolve))
+		this.hold = { reached, go: new Promise<void>((resolve) => (release = resolve)) }
+		return { reached: whenReached, release }
+	}
+
+	override async increment(key: string, windowMs: number): Promise<Count> {
+		const hold = key.startsWith('lockout:fail:') ? this.hold : undefined
+		if (hold) {
+			this.hold = undefined
+			hold.reached()
+			await hold.go
+		}
+		return super.increment(key, windowMs)
+	}
+}
+
+describe('a guess that passed the lock check before the lock was set', () => {
+	const counters = new HeldCounterStore()
+	let held: TestApp
+	beforeAll(async () => {
+		held = await startTestApp({ LOCKOUT_THRESHOLD: '3', LOCKOUT_WINDOW_SECONDS: '900', LOCKOUT_SECONDS: '900' }, database, { counters })
+	})
+	afterAll(() => held.close())
+
+	test('is refused once the threshold\'s failures locked the account, not judged as the first of a new count', async () => {
+		const { email } = await signUp(held)
+		const { reached, release } = counters.holdNextFailureCount()
+		// This guess finds no lock, then waits before it is counted.
+		const late = attempt(held, email, 'a late wrong guess')
+		await reached
+		// Meanwhile three wrong guesses lock the account (and start its count afresh).
+		for (let i = 0; i < 3; i++) expect((await attempt(held, email, `wrong guess ${i}`)).status).toBe(401)
+		release()
+		const answer = await late
+		expect(answer.status).toBe(429)
+		expect(answer.body).toEqual(locked)
+		expect(Number(answer.headers.get('retry-after'))).toBeGreaterThan(890)
+		// Nothing was counted for it: the lock holds, and after it the count starts from zero.
+		expect((await attempt(held, email, PASSWORD)).status).toBe(429)
 	})
 })

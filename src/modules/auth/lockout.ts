@@ -53,11 +53,19 @@ export class LoginLockout {
 		const { count: reserved } = await this.store.increment(this.key('fail', email), windowSeconds * 1000)
 		// The threshold's worth of checks is already taken (some may still be running).
 		if (reserved > threshold) throw lockedProblem(lockSeconds)
+		// The threshold's last failure may have locked the email between the check above and this count, and
+		// cleared the count: this one would then open a fresh round of guesses. Looked at again, and given back.
+		const lockedSinceMs = await this.store.remaining(this.key('lock', email))
+		if (lockedSinceMs > 0) {
+			await this.store.decrement(this.key('fail', email))
+			throw lockedProblem(Math.ceil(lockedSinceMs / 1000))
+		}
 		let settled = false
 		return {
 			failed: async () => {
 				settled = true
 				if (reserved < threshold) return false
+				// Locked before the count is cleared: a guess counted afresh then sees the lock on its second look.
 				await this.store.mark(this.key('lock', email), lockSeconds * 1000)
 				await this.store.delete(this.key('fail', email))
 				return true
