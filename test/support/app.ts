@@ -113,5 +113,5 @@ export const problem = (kind: string, status: number, instance: string, detail: 
 })
 
 /** The 403 of a way in added or changed from a session not checked within REAUTHENTICATION_SECONDS. */
-export const reauthenticationRequired = (instance: string) =>
-	problem('reauthentication-required', 403, instance, 'Confirm it is you first: sign in again or use POST /auth/reauthentication, then retry within 5 minutes')
+export const reauthenticationRequired = (instance: string, within = '5 minutes') =>
+	problem('reauthentication-required', 403, instance, `Confirm it is you first: sign in again or use POST /auth/reauthentication, then retry within ${within}`)

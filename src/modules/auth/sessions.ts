@@ -40,15 +40,19 @@ export interface Caller {
 export const mustHaveFactor = (required: Config['mfa']['required'], role: UserRow['role']) =>
 	required === 'all' || (required === 'admins' && role === 'admin')
 
-export const reauthenticationRequired = () =>
-	new AppError('reauthentication-required', 'Confirm it is you first: sign in again or use POST /auth/reauthentication, then retry within 5 minutes')
+/** REAUTHENTICATION_SECONDS in words: "5 minutes", "90 seconds". */
+const inWords = (seconds: number) =>
+	seconds % 60 === 0 ? `${seconds / 60} minute${seconds === 60 ? '' : 's'}` : `${seconds} second${seconds === 1 ? '' : 's'}`
+
+export const reauthenticationRequired = (seconds: number) =>
+	new AppError('reauthentication-required', `Confirm it is you first: sign in again or use POST /auth/reauthentication, then retry within ${inWords(seconds)}`)
 
 /**
  * Adding or changing a way in needs a session that proved its owner within `seconds` (a "sudo" check, as
  * GitHub and Google make): a token taken from an older session adds no way in.
  */
 export function requireRecentAuthentication(caller: Caller, seconds: number): void {
-	if (Date.now() - caller.authenticatedAt.getTime() > seconds * 1000) throw reauthenticationRequired()
+	if (Date.now() - caller.authenticatedAt.getTime() > seconds * 1000) throw reauthenticationRequired(seconds)
 }
 
 /** Why sessions ended, as `session.revoked` webhook events tell it. */
