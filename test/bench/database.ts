@@ -70,7 +70,8 @@ async function seededUsers(url: string): Promise<number> {
 async function forgetSessions(url: string) {
 	const sql = postgres(url, { max: 1, onnotice: () => {} })
 	try {
-		await sql`truncate refresh_tokens, sessions, audit_events`
+		// Provider flows and codes name the session that links them: they go with it.
+		await sql`truncate refresh_tokens, sessions, audit_events, oidc_flows, sign_in_codes`
 	} finally {
 		await sql.end()
 	}
