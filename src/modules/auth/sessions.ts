@@ -168,8 +168,11 @@ export function callerFinder(db: Database, mfaRequired: Config['mfa']['required'
 	}
 	// Enrolment-only is decided on every request from the account as it is now (its role, its factors), not
 	// from what the login saw: a promotion or a last factor removed holds the session to enrolment at once.
-	// Without MFA_REQUIRED no one is held, and the read path does not pay for the question.
-	const hasActiveFactor = sql<boolean>`exists (select 1 from ${factors} where ${factors.userId} = ${users.id} and ${factors.status} = 'active')`
+	// Without MFA_REQUIRED no one is held, and the read path does not pay for the question; with it, the factors
+	// are looked at only where the answer counts — an aal2 session of an account the setting names (an aal1
+	// one is held whatever it has), so a plain user's read under MFA_REQUIRED=admins costs what it does without.
+	const named = mfaRequired === 'admins' ? sql`and ${users.role} = 'admin'` : sql``
+	const hasActiveFactor = sql<boolean>`case when ${sessions.aal} = 'aal2' ${named} then exists (select 1 from ${factors} where ${factors.userId} = ${users.id} and ${factors.status} = 'active') else false end`
 	const lookup = db
 		.select(mfaRequired === 'off' ? columns : { ...columns, hasActiveFactor })
 		.from(sessions)
