@@ -269,9 +269,10 @@ describe('proving the address removes what was added while it was not', () => {
 		expect(await identitiesOf(fresh.accessToken)).toEqual([])
 		expect((await eventsOf(t, 'factor.removed', account.id)).map((event) => event.data.factor.id).sort()).toEqual([totpId, passkeyId].sort())
 		expect((await eventsOf(t, 'identity.unlinked', account.id)).map((event) => event.data.identity.subject)).toEqual([`unverified-${account.id}`])
-		const notices = (await waitForMails(t, account.email, 'way-in-notice', noticesBefore + 3)).slice(noticesBefore)
+		// The recovery codes went with the last factor: their owner hears of that too.
+		const notices = (await waitForMails(t, account.email, 'way-in-notice', noticesBefore + 4)).slice(noticesBefore)
 		expect(notices.map((mail) => mail.subject.replace(/^Latchkey: /, '')).sort()).toEqual(
-			['An authenticator app “Phone” was removed', 'A passkey “Laptop” was removed', 'A linked sign-in “alpha” was removed'].sort(),
+			['An authenticator app “Phone” was removed', 'A passkey “Laptop” was removed', 'Your recovery codes were removed', 'A linked sign-in “alpha” was removed'].sort(),
 		)
 	})
 
@@ -326,8 +327,9 @@ describe('notices of every way in added or removed', () => {
 		expect((await recoverByMail(t, owner.email)).status).toBe(200)
 		const [review, ...more] = await waitForMails(t, owner.email, 'recovery-review', 1)
 		expect(more).toEqual([])
-		expect(review?.text).toContain('were removed:\n- passkey “Intruder key”\n\nThe ways into your account now:\n- password\n- email address “')
-		expect(review?.text).not.toContain('recovery codes')
+		expect(review?.text).toContain('were removed:\n- passkey “Intruder key”\n- recovery codes\n\nThe ways into your account now:\n- password\n- email address “')
+		// Removed with the intruder's passkey, they are no way in that remains.
+		expect(review?.text.split('The ways into your account now:')[1]).not.toContain('recovery codes')
 		expect(review?.text).toContain(CLIENT_LINE)
 	})
 

@@ -77,17 +77,20 @@ async function removeWaysIn(tx: Queryable, userId: string, whichFactors: SQL | u
 		...removedActive.map((factor) => ({ type: 'factor.removed' as const, data: { userId, factor: toFactorResource(factor) } })),
 		...goneIdentities.map((identity) => ({ type: 'identity.unlinked' as const, data: { userId, identity: toIdentityResource(identity) } })),
 	])
-	if (removedActive.length > 0) await dropRecoveryCodesWithoutFactor(tx, userId)
+	const codesDropped = removedActive.length > 0 && (await dropRecoveryCodesWithoutFactor(tx, userId))
 	return [
 		...removedActive.map((factor): WayInChange => ({ way: factorWay(factor.type), change: 'removed', label: factor.name })),
+		...(codesDropped ? [{ way: 'recovery-codes' as const, change: 'removed' as const }] : []),
 		...goneIdentities.map((identity): WayInChange => ({ way: 'identity', change: 'removed', label: identity.provider })),
 	]
 }
 
-/** Recovery codes belong to second factors: with the last one gone, they open nothing. */
-async function dropRecoveryCodesWithoutFactor(tx: Queryable, userId: string) {
+/** Recovery codes belong to second factors: with the last one gone, they open nothing. Whether any went. */
+async function dropRecoveryCodesWithoutFactor(tx: Queryable, userId: string): Promise<boolean> {
 	const [left] = await tx.select({ active: count() }).from(factors).where(and(eq(factors.userId, userId), eq(factors.status, 'active')))
-	if ((left?.active ?? 0) === 0) await tx.delete(recoveryCodes).where(eq(recoveryCodes.userId, userId))
+	if ((left?.active ?? 0) > 0) return false
+	const dropped = await tx.delete(recoveryCodes).where(eq(recoveryCodes.userId, userId)).returning({ id: recoveryCodes.id })
+	return dropped.length > 0
 }
 
 const factorWay = (type: 'totp' | 'webauthn'): WayIn => (type === 'totp' ? 'totp' : 'passkey')
