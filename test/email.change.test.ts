@@ -1,21 +1,19 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
-import { startTestApp, type TestApp } from './support/app'
+import { type TestApp } from './support/app'
 import { login, PASSWORD, signUp, signUpAdmin, uniqueEmail, type Account } from './support/fixtures'
-import { proofOf, SmtpSink, SUBJECT } from './support/mail'
+import { proofOf, SmtpSink, SUBJECT, startAppWithSmtp } from './support/mail'
 
 setDefaultTimeout(60_000)
 
 let sink: SmtpSink
 let t: TestApp
 
+let closeApp: () => Promise<void>
+
 beforeAll(async () => {
-	sink = await SmtpSink.start()
-	t = await startTestApp({ SMTP_URL: sink.url, APP_URL: 'https://app.example.test', MAIL_RESEND_SECONDS: '0' })
+	;({ t, sink, close: closeApp } = await startAppWithSmtp())
 })
-afterAll(async () => {
-	await t.close()
-	await sink.stop()
-})
+afterAll(() => closeApp())
 
 const changeOwnEmail = (user: Account, email: string) =>
 	t.call('PUT', '/api/users/me', { json: { email, name: 'Test User', currentPassword: PASSWORD }, token: user.accessToken })

@@ -2,13 +2,12 @@ import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from '
 import { count, eq, sql } from 'drizzle-orm'
 import { codeFailures, emailTokens, jobs } from '../src/db/schema'
 import { purgeCodeFailures } from '../src/modules/email/code-limit'
-import { problem, startTestApp, type CallResult, type TestApp } from './support/app'
+import { problem, type CallResult, type TestApp } from './support/app'
 import { signUp, uniqueEmail } from './support/fixtures'
-import { proofOf, SmtpSink, SUBJECT } from './support/mail'
+import { proofOf, SmtpSink, SUBJECT, startAppWithSmtp } from './support/mail'
 
 setDefaultTimeout(60_000)
 
-const APP_URL = 'https://app.example.test'
 const NEW_PASSWORD = 'a brand new passphrase'
 const INVALID = 'The token or code is wrong, used or replaced by a newer one; ask for a new mail'
 const TOO_MANY = 'Too many wrong codes for this address; use the link in the mail, or try a code again later'
@@ -17,14 +16,12 @@ const DAY = 86_400
 let sink: SmtpSink
 let t: TestApp
 
+let closeApp: () => Promise<void>
+
 beforeAll(async () => {
-	sink = await SmtpSink.start()
-	t = await startTestApp({ SMTP_URL: sink.url, APP_URL, MAIL_RESEND_SECONDS: '0' })
+	;({ t, sink, close: closeApp } = await startAppWithSmtp())
 })
-afterAll(async () => {
-	await t.close()
-	await sink.stop()
-})
+afterAll(() => closeApp())
 
 const RESETS = '/api/auth/password-resets'
 const VERIFICATIONS = '/api/auth/email-verifications'

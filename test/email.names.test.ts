@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
-import { startTestApp, type TestApp } from './support/app'
+import { type TestApp } from './support/app'
 import { signUp, uniqueEmail } from './support/fixtures'
-import { proofOf, SmtpSink, SUBJECT } from './support/mail'
+import { proofOf, SmtpSink, SUBJECT, startAppWithSmtp } from './support/mail'
 
 setDefaultTimeout(60_000)
 
@@ -11,14 +11,12 @@ const ZWSP = '\u200b'
 let sink: SmtpSink
 let t: TestApp
 
+let closeApp: () => Promise<void>
+
 beforeAll(async () => {
-	sink = await SmtpSink.start()
-	t = await startTestApp({ SMTP_URL: sink.url, APP_URL, MAIL_RESEND_SECONDS: '0' })
+	;({ t, sink, close: closeApp } = await startAppWithSmtp())
 })
-afterAll(async () => {
-	await t.close()
-	await sink.stop()
-})
+afterAll(() => closeApp())
 
 /** A name as anyone may type it at sign-up (200 characters, the most the API takes): lines, a fake link, bidi controls. */
 const HOSTILE = `Ada\r\n\r\nYour account is locked. Unlock it at:\nhttps://evil.example/unlock#token=x\u2028\u2029\u202Eevil ${'x'.repeat(200)}`.slice(0, 200)

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { problem, startTestApp, type TestApp } from './support/app'
 import { login, PASSWORD, signUp, signUpAdmin, uniqueEmail } from './support/fixtures'
-import { proofOf, SmtpSink, SUBJECT } from './support/mail'
+import { proofOf, SmtpSink, SUBJECT, startAppWithSmtp } from './support/mail'
 
 setDefaultTimeout(60_000)
 
@@ -12,14 +12,12 @@ const INVALID = 'The token or code is wrong, used or replaced by a newer one; as
 let sink: SmtpSink
 let t: TestApp
 
+let closeApp: () => Promise<void>
+
 beforeAll(async () => {
-	sink = await SmtpSink.start()
-	t = await startTestApp({ SMTP_URL: sink.url, APP_URL, MAIL_RESEND_SECONDS: '0', LOCKOUT_THRESHOLD: '3' })
+	;({ t, sink, close: closeApp } = await startAppWithSmtp({ LOCKOUT_THRESHOLD: '3' }))
 })
-afterAll(async () => {
-	await t.close()
-	await sink.stop()
-})
+afterAll(() => closeApp())
 
 const requestRecovery = (email: string, app = t) => app.call('POST', '/api/auth/recovery-requests', { json: { email } })
 const reset = (body: Record<string, unknown>, app = t) => app.call('POST', '/api/auth/password-resets', { json: body })

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { problem, startTestApp, type TestApp } from './support/app'
 import { login, PASSWORD, signUp, signUpAdmin, uniqueEmail } from './support/fixtures'
-import { loggedMail, proofOf, SmtpSink, SUBJECT } from './support/mail'
+import { loggedMail, proofOf, SmtpSink, SUBJECT, startAppWithSmtp } from './support/mail'
 
 setDefaultTimeout(60_000)
 
@@ -10,14 +10,12 @@ const APP_URL = 'https://app.example.test'
 let sink: SmtpSink
 let t: TestApp
 
+let closeApp: () => Promise<void>
+
 beforeAll(async () => {
-	sink = await SmtpSink.start()
-	t = await startTestApp({ SMTP_URL: sink.url, APP_URL, MAIL_RESEND_SECONDS: '0' })
+	;({ t, sink, close: closeApp } = await startAppWithSmtp())
 })
-afterAll(async () => {
-	await t.close()
-	await sink.stop()
-})
+afterAll(() => closeApp())
 
 const verify = (body: Record<string, unknown>, app = t) => app.call('POST', '/api/auth/email-verifications', { json: body })
 const requestVerification = (email: string, app = t) => app.call('POST', '/api/auth/verification-requests', { json: { email } })

@@ -5,7 +5,7 @@ import { SMTPServer } from 'smtp-server'
 import { jobs, type JobRow } from '../../src/db/schema'
 import type { MailKind } from '../../src/mail/templates'
 import { mailThrottleKey } from '../../src/modules/email/tokens'
-import type { TestApp } from './app'
+import { startTestApp, type TestApp } from './app'
 import type { TestDatabase } from './database'
 import { login, signUp, type Account } from './fixtures'
 
@@ -207,4 +207,21 @@ export async function signUpVerified(t: TestApp, fields: { email?: string; name?
 	const verified = await t.call('POST', '/api/auth/email-verifications', { json: { token } })
 	if (verified.status !== 200) throw new Error(`verification answered ${verified.status}`)
 	return login(t, account.email)
+}
+
+/**
+ * A test app whose mail goes over SMTP to a sink of its own, at `https://app.example.test`, with no resend limit
+ * (tests ask for mail after mail); `env` adds or overrides settings. `close` stops both.
+ */
+export async function startAppWithSmtp(env: Record<string, string> = {}): Promise<{ t: TestApp; sink: SmtpSink; close(): Promise<void> }> {
+	const sink = await SmtpSink.start()
+	const t = await startTestApp({ SMTP_URL: sink.url, APP_URL: 'https://app.example.test', MAIL_RESEND_SECONDS: '0', ...env })
+	return {
+		t,
+		sink,
+		close: async () => {
+			await t.close()
+			await sink.stop()
+		},
+	}
 }
