@@ -1,6 +1,12 @@
 import { Elysia } from 'elysia'
-import type { ClientInfo } from '../modules/audit/service'
 import { clientOf } from './client-ip'
+
+/** Where a request came from, as recorded with sessions and audit events. */
+export interface ClientInfo {
+	ip: string | null
+	userAgent: string | null
+	requestId: string | null
+}
 
 /** `client`: who is calling and from where, for sessions and the audit trail. */
 export const requestContext = new Elysia({ name: 'request-context' }).derive({ as: 'scoped' }, ({ request, set }): { client: ClientInfo } => ({

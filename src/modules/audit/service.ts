@@ -2,17 +2,14 @@ import { and, desc, eq, gte, lt, lte, or, type SQL } from 'drizzle-orm'
 import type { Database } from '../../db/client'
 import { auditEvents, type AuditEventRow } from '../../db/schema'
 import { decodeIdCursor, encodeIdCursor } from '../../http/pagination'
+import type { ClientInfo } from '../../http/request-context'
 import type { Logger } from '../../log'
 import type { AuditEventResource, AuditEventType, ListAuditEventsQuery } from './model'
 
 export type { AuditEventType }
 
-/** Where a request came from, as recorded with sessions and audit events. */
-export interface ClientInfo {
-	ip: string | null
-	userAgent: string | null
-	requestId: string | null
-}
+// Defined where requests are read (http/request-context); every module that records an event names it from here.
+export type { ClientInfo } from '../../http/request-context'
 
 export interface AuditEntry {
 	actorId?: string | null
