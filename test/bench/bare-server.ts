@@ -45,7 +45,7 @@ const toResource = (row: UserRow) => ({
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 const json = (body: unknown, status = 200) => Response.json(body, { status })
 
-/** Same-work mode: the caller must hold a live session of an active account, as in src/http/auth.ts. */
+/** Same-work mode: the caller must hold a live session of an active account, as in src/modules/auth/guard.ts. */
 async function callerAllowed(request: Request, id: string): Promise<boolean> {
 	const token = /^Bearer +(\S+)$/i.exec(request.headers.get('authorization') ?? '')?.[1]
 	if (!token) return false

@@ -1,6 +1,6 @@
 import { Elysia, t } from 'elysia'
 import type { Config } from '../../config/env'
-import type { authGuard } from '../../http/auth'
+import type { authGuard } from './guard'
 import { requestContext } from '../../http/request-context'
 import { envelope } from '../../http/problem'
 import { Envelope, problemResponses } from '../../http/openapi'

@@ -1,6 +1,6 @@
 import { Elysia, t } from 'elysia'
-import type { authGuard } from '../../http/auth'
-import { targetUserId } from '../../http/auth'
+import type { authGuard } from '../auth/guard'
+import { targetUserId } from '../auth/guard'
 import { AccountId, Id } from '../../http/ids'
 import { Envelope, problemResponses, withResponseHeaders } from '../../http/openapi'
 import { envelope } from '../../http/problem'

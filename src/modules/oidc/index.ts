@@ -1,6 +1,6 @@
 import { Elysia, t } from 'elysia'
 import type { Config } from '../../config/env'
-import type { authGuard } from '../../http/auth'
+import type { authGuard } from '../auth/guard'
 import { Envelope, problemResponses } from '../../http/openapi'
 import { envelope } from '../../http/problem'
 import { requestContext } from '../../http/request-context'
@@ -11,7 +11,7 @@ import { OidcModel, toIdentityResource } from './model'
 
 export { toIdentityResource }
 import type { ProviderSignIn } from './service'
-import { targetUserId } from '../../http/auth'
+import { targetUserId } from '../auth/guard'
 import type { UsersService } from '../users/service'
 
 export interface OidcModuleDeps {

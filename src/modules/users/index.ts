@@ -1,6 +1,6 @@
 import { Elysia, t } from 'elysia'
-import type { authGuard } from '../../http/auth'
-import { targetUserId } from '../../http/auth'
+import type { authGuard } from '../auth/guard'
+import { targetUserId } from '../auth/guard'
 import { Envelope, problemResponses, withResponseHeaders } from '../../http/openapi'
 import { nextPageLink } from '../../http/pagination'
 import { envelope, reportWithSchemaErrors } from '../../http/problem'

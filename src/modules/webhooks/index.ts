@@ -1,5 +1,5 @@
 import { Elysia, t } from 'elysia'
-import type { authGuard } from '../../http/auth'
+import type { authGuard } from '../auth/guard'
 import { Envelope, problemResponses, withResponseHeaders } from '../../http/openapi'
 import { nextPageLink } from '../../http/pagination'
 import { envelope } from '../../http/problem'

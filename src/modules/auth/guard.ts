@@ -1,12 +1,19 @@
 import { Elysia } from 'elysia'
 import { LRUCache } from 'lru-cache'
-import type { Config } from '../config/env'
-import type { Database } from '../db/client'
-import type { TokenKeys } from '../modules/auth/keys'
-import { callerFinder, type Caller } from '../modules/auth/sessions'
-import { accessTokens, CLOCK_TOLERANCE_SECONDS, issuedInTheFuture, verifyOptions } from '../modules/auth/tokens'
-import { UUID } from './ids'
-import { AppError, Forbidden } from './problem'
+import type { Config } from '../../config/env'
+import type { Database } from '../../db/client'
+import type { TokenKeys } from './keys'
+import { callerFinder, type Caller } from './sessions'
+import { accessTokens, CLOCK_TOLERANCE_SECONDS, issuedInTheFuture, verifyOptions } from './tokens'
+import { UUID } from '../../http/ids'
+import { AppError, Forbidden } from '../../http/problem'
+
+/**
+ * The bearer guard lives with auth: it verifies auth's own access tokens and reads auth's sessions. Kept in
+ * http/ it had to import modules/auth (a lower floor importing a higher one); inverting it (the plugin taking
+ * a verifier and a caller finder at composition) would have left every route's `caller` typed only through
+ * generics. Every module with guarded routes sits above auth and imports the guard from here.
+ */
 
 /** Who may call a route: any signed-in account, admins only, or the account named by `:id` (and admins). */
 export type AuthLevel = 'user' | 'admin' | 'self'
