@@ -4,7 +4,7 @@ import type { authGuard } from './guard'
 import { requestContext } from '../../http/request-context'
 import { envelope } from '../../http/problem'
 import { Envelope, problemResponses } from '../../http/openapi'
-import { toUserResource } from '../users/service'
+import { toUserResource } from '../users/model'
 import { FactorModel } from '../factors/model'
 
 /** WebAuthn options as plain JSON. */

@@ -2,6 +2,10 @@ import { t } from 'elysia'
 import { FactorModel } from '../factors/model'
 import { UserModel } from '../users/model'
 
+/** Why sessions ended, as `session.revoked` webhook events tell it. */
+export const SESSION_END_REASONS = ['logout', 'revoked', 'deactivated', 'password-changed', 'password-reset', 'token-reuse', 'session-limit', 'email-verified'] as const
+export type SessionEndReason = (typeof SESSION_END_REASONS)[number]
+
 const Code = t.String({ minLength: 1, maxLength: 64, examples: ['123456'] })
 
 export namespace AuthModel {

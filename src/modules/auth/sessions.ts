@@ -6,7 +6,10 @@ import { AppError, NotFound } from '../../http/problem'
 import type { ClientInfo } from '../audit/service'
 import type { SessionResource } from '../users/model'
 import { recordWebhookEvents, type WebhookEvent } from '../webhooks/outbox'
+import type { SessionEndReason } from './model'
 import { hashRefreshToken, newRefreshToken } from './tokens'
+
+export type { SessionEndReason }
 
 /** A Drizzle handle or an open transaction on it. */
 export type Queryable = Pick<Database, 'select' | 'insert' | 'update' | 'delete' | 'execute'>
@@ -55,9 +58,6 @@ export function requireRecentAuthentication(caller: Caller, seconds: number): vo
 	if (Date.now() - caller.authenticatedAt.getTime() > seconds * 1000) throw reauthenticationRequired(seconds)
 }
 
-/** Why sessions ended, as `session.revoked` webhook events tell it. */
-export const SESSION_END_REASONS = ['logout', 'revoked', 'deactivated', 'password-changed', 'password-reset', 'token-reuse', 'session-limit', 'email-verified'] as const
-export type SessionEndReason = (typeof SESSION_END_REASONS)[number]
 
 /** A `session.*` webhook event: the session as the API shows it, with its user and how it was established. */
 export function sessionEvent(type: 'session.created' | 'session.revoked', row: SessionRow, reason?: SessionEndReason): WebhookEvent {

@@ -5,7 +5,8 @@ import { AppError } from '../../http/problem'
 import type { Logger } from '../../log'
 import { passwordProblem, type PasswordHasher } from '../auth/password'
 import { recordWebhookEvents } from '../webhooks/outbox'
-import { insertUser, normalizeEmail, userChangeEvents } from './service'
+import { normalizeEmail } from './model'
+import { insertUser, userChangeEvents } from './service'
 
 export class BootstrapError extends Error {
 	constructor(

@@ -2,6 +2,7 @@ import { Value } from '@sinclair/typebox/value'
 import { t } from 'elysia'
 import { AccountId, Id } from '../../http/ids'
 import { queryDateTime, queryInteger } from '../../http/problem'
+import type { UserRow } from '../../db/schema'
 
 const Role = t.Union([t.Literal('user'), t.Literal('admin')])
 const Status = t.Union([t.Literal('active'), t.Literal('deactivated')])
@@ -19,6 +20,8 @@ export const Email = t.String({
  * Whether a value from outside (a provider's claim, an imported line) is an address sign-up would take:
  * the same schema, so the two can never disagree.
  */
+export const normalizeEmail = (email: string) => email.trim().toLowerCase()
+
 export const isEmailAddress = (value: string) => Value.Check(Email, value)
 export const NAME_MAX_LENGTH = 200
 const Name = t.String({ maxLength: NAME_MAX_LENGTH, examples: ['Ada Lovelace'] })
@@ -124,3 +127,19 @@ export type CreateUserInput = typeof UserModel.create.static
 export type ReplaceUserInput = typeof UserModel.replace.static
 export type ListUsersQuery = typeof UserModel.listQuery.static
 export type SessionResource = typeof UserModel.session.static
+
+/** An account as the API shows it (in sign-ins, events and the users routes alike). */
+export function toUserResource(row: UserRow): UserResource {
+	return {
+		id: row.id,
+		email: row.email,
+		name: row.name,
+		role: row.role,
+		status: row.status,
+		createdAt: row.createdAt.toISOString(),
+		updatedAt: row.updatedAt.toISOString(),
+		deactivatedAt: row.deactivatedAt?.toISOString() ?? null,
+		emailVerified: row.emailVerifiedAt !== null,
+		pendingEmail: row.pendingEmail,
+	}
+}

@@ -12,24 +12,7 @@ import type { FactorsService } from '../factors/service'
 import { requireRecentAuthentication, revokeUserSessions, type Caller, type Queryable } from '../auth/sessions'
 import { recordWebhookEvents, type WebhookEvent } from '../webhooks/outbox'
 import type { WayInChange, WayInNotices } from '../../mail/notices'
-import type { CreateUserInput, ListUsersQuery, ReplaceUserInput, UserResource } from './model'
-
-export const normalizeEmail = (email: string) => email.trim().toLowerCase()
-
-export function toUserResource(row: UserRow): UserResource {
-	return {
-		id: row.id,
-		email: row.email,
-		name: row.name,
-		role: row.role,
-		status: row.status,
-		createdAt: row.createdAt.toISOString(),
-		updatedAt: row.updatedAt.toISOString(),
-		deactivatedAt: row.deactivatedAt?.toISOString() ?? null,
-		emailVerified: row.emailVerifiedAt !== null,
-		pendingEmail: row.pendingEmail,
-	}
-}
+import { normalizeEmail, toUserResource, type CreateUserInput, type ListUsersQuery, type ReplaceUserInput } from './model'
 
 /**
  * The webhook events of a change to an account, from the row before (null: created) and after it: the one
