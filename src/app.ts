@@ -21,6 +21,7 @@ import { LoginLockout } from './modules/auth/lockout'
 import { PasswordHasher, passwordProblem } from './modules/auth/password'
 import { sampleLegacyHashes } from './modules/auth/stored-hashes'
 import { AuthService } from './modules/auth/service'
+import { SignIn } from './modules/auth/sign-in'
 import { sessionUpkeep } from './modules/auth/session-upkeep'
 import { health } from './modules/health'
 import { jwks } from './modules/health/jwks'
@@ -31,7 +32,7 @@ import { MailTemplates } from './mail/templates'
 import { emailModule } from './modules/email'
 import { EmailService, MAIL_QUEUE, MAIL_REQUEST_QUEUE } from './modules/email/service'
 import { factorsModule, secondFactorSignIn } from './modules/factors'
-import { FactorsService } from './modules/factors/service'
+import { FactorsService, owedSecondFactors } from './modules/factors/service'
 import { identitiesModule, oidcModule } from './modules/oidc'
 import { ProviderDirectory } from './modules/oidc/providers'
 import { ProviderSignIn } from './modules/oidc/service'
@@ -168,16 +169,25 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		purgeRecordsStep: () => purgeWebhookLogStep(db),
 		handlers: { [WEBHOOK_QUEUE]: webhookDelivery.handle },
 	})
+	// The one road every way of signing in ends on; the factors module tells it whether a second factor is owed.
+	const signIn = new SignIn({
+		db,
+		audit,
+		secondFactors: owedSecondFactors(db),
+		requireVerifiedEmail: config.mail.verification === 'required',
+		refreshTtlSeconds: config.jwt.refreshTtlSeconds,
+		sessionsPerUserMax: config.sessions.perUserMax,
+		mfaRequired: config.mfa.required,
+	})
 	const auth = new AuthService({
 		db,
 		audit,
 		hasher,
 		lockout,
+		signIn,
 		requireVerifiedEmail: config.mail.verification === 'required',
 		refreshTtlSeconds: config.jwt.refreshTtlSeconds,
 		reuseGraceSeconds: config.jwt.reuseGraceSeconds,
-		sessionsPerUserMax: config.sessions.perUserMax,
-		mfaRequired: config.mfa.required,
 	})
 	const factors = new FactorsService({
 		db,
@@ -190,7 +200,7 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		recoveryReviewSeconds: config.mail.recoveryReviewSeconds,
 		notices,
 		log,
-		sessions: auth,
+		signIn,
 	})
 	const providerSignIn = new ProviderSignIn({
 		db,
@@ -198,9 +208,8 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		directory: new ProviderDirectory(config.oidc.providers, config.oidc.allowHttpIssuers),
 		settings: config.oidc,
 		signupEnabled: config.signupEnabled,
-		mfaRequired: config.mfa.required,
 		log,
-		sessions: auth,
+		signIn,
 		stepUp: factors,
 		reauthenticationSeconds: config.reauthenticationSeconds,
 		recoveryReviewSeconds: config.mail.recoveryReviewSeconds,

@@ -1,48 +1,24 @@
+import type { AuthenticationResponseJSON, PublicKeyCredentialRequestOptionsJSON } from '@simplewebauthn/server'
 import { Elysia, t } from 'elysia'
 import type { Config } from '../../config/env'
 import type { authGuard } from './guard'
 import { requestContext } from '../../http/request-context'
 import { envelope } from '../../http/problem'
 import { Envelope, problemResponses } from '../../http/openapi'
-import { toUserResource } from '../users/model'
 import { FactorModel } from '../factors/model'
 
 /** WebAuthn options as plain JSON. */
 const asJson = (options: object): Record<string, unknown> => ({ ...options })
 import { AuthModel } from './model'
-import type { AuthService, IssuedSession } from './service'
-import type { EmailService } from '../email/service'
-import type { FactorsService } from '../factors/service'
+import type { AuthService } from './service'
+import type { Caller, ClientInfo, Queryable } from './sessions'
+import { tokenResponses, type IssuedSession, type MfaMethod } from './sign-in'
 
 export interface AuthModuleDeps {
 	auth: AuthService
 	guard: ReturnType<typeof authGuard>
 	jwt: Config['jwt']
 }
-
-/** `tokenResponse(issued)`: the body of every sign-in and refresh, with the access token signed. */
-export const tokenResponses = ({ guard, jwt }: Pick<AuthModuleDeps, 'guard' | 'jwt'>) =>
-	new Elysia({ name: 'token-responses' })
-		.use(guard)
-		.derive({ as: 'scoped' }, ({ accessTokenSigner }) => ({
-			/** The response body of login and refresh: the signed pair and the user. */
-			tokenResponse: async (issued: IssuedSession) => ({
-				accessToken: await accessTokenSigner.sign({
-					sub: issued.user.id,
-					sid: issued.sessionId,
-					role: issued.user.role,
-					jti: issued.accessTokenId,
-					amr: issued.assurance.amr,
-					aal: issued.assurance.aal,
-					auth_time: Math.floor(issued.authenticatedAt.getTime() / 1000),
-				}),
-				refreshToken: issued.refreshToken,
-				tokenType: 'Bearer' as const,
-				expiresIn: jwt.accessTtlSeconds,
-				refreshExpiresIn: jwt.refreshTtlSeconds,
-				user: toUserResource(issued.user),
-			}),
-		}))
 
 export const authModule = ({ auth, guard, jwt }: AuthModuleDeps) =>
 	new Elysia({ name: 'auth', prefix: '/auth', detail: { tags: ['Authentication'] } })
@@ -107,9 +83,23 @@ export const authModule = ({ auth, guard, jwt }: AuthModuleDeps) =>
 		)
 
 
+/** A check of the session's owner with a second factor: what the factors module gives at composition. */
+export interface FactorCheck {
+	reauthenticate(caller: Caller, input: { method: MfaMethod; code?: string; response?: AuthenticationResponseJSON }, client: ClientInfo): Promise<IssuedSession>
+	reauthenticationChallenge(caller: Caller): Promise<PublicKeyCredentialRequestOptionsJSON>
+	hasSecondFactor(userId: string): Promise<boolean>
+}
+
+/** A check of the session's owner with a code mailed to the account: what the email module gives at composition. */
+export interface MailedCodeCheck {
+	sendReauthenticationCode(user: Caller['user'], hasSecondFactor: boolean, client: ClientInfo): Promise<void>
+	/** What spends the code, when it is right (in the renewal's transaction). */
+	checkReauthenticationCode(user: Caller['user'], code: string, client: ClientInfo): Promise<(tx: Queryable) => Promise<boolean>>
+}
+
 export interface ReauthenticationDeps extends Pick<AuthModuleDeps, 'auth' | 'guard' | 'jwt'> {
-	factors: Pick<FactorsService, 'reauthenticate' | 'reauthenticationChallenge' | 'hasSecondFactor'>
-	email: Pick<EmailService, 'sendReauthenticationCode' | 'checkReauthenticationCode'>
+	factors: FactorCheck
+	email: MailedCodeCheck
 }
 
 /** Seen by the tokens' `auth_time`: a check proves the session's owner again, for adding or changing a way in. */

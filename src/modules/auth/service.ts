@@ -1,16 +1,14 @@
-import { and, eq, gt, isNull, sql } from 'drizzle-orm'
+import { and, eq, isNull, sql } from 'drizzle-orm'
 import type { Database } from '../../db/client'
-import type { Config } from '../../config/env'
 import { refreshTokens, sessions, users, type SessionRow, type UserRow } from '../../db/schema'
 import { AppError } from '../../http/problem'
 import { normalizeEmail } from '../users/model'
-import { recordLoginLocked } from '../users/service'
 import type { AuditLog } from '../audit/service'
 import { isLoginLocked, type LoginLockout, type PasswordAttempt } from './lockout'
 import type { PasswordHasher } from './password'
-import { issueMfaToken, mustHaveFactor, secondFactorMethods, type MfaMethod } from '../factors/service'
 import { recordWebhookEvents } from '../webhooks/outbox'
-import { issueTokenPair, PASSWORD_ONLY, revokeUserSessions, sessionEvent, startSession, type Caller, type ClientInfo, type Queryable, type SessionAssurance } from './sessions'
+import { issueTokenPair, PASSWORD_ONLY, revokeUserSessions, sessionEvent, type Caller, type ClientInfo, type Queryable, type SessionAssurance } from './sessions'
+import { emailNotVerified, holdCredentials, recordLoginLocked, type IssuedSession, type SecondFactorOwed, type SignIn } from './sign-in'
 import { hashRefreshToken } from './tokens'
 
 export interface AuthServiceDeps {
@@ -18,43 +16,20 @@ export interface AuthServiceDeps {
 	audit: AuditLog
 	hasher: PasswordHasher
 	lockout: LoginLockout
+	/** Where a right password goes on: what is owed, the session, its renewal. */
+	signIn: SignIn
 	/** EMAIL_VERIFICATION=required: the right password of an unverified account gets 403 email-not-verified. */
 	requireVerifiedEmail: boolean
 	refreshTtlSeconds: number
 	reuseGraceSeconds: number
-	/** Live sessions per user; a login beyond it revokes the oldest (0: no cap). */
-	sessionsPerUserMax: number
-	/** MFA_REQUIRED: accounts it names and that have no factor get enrolment-only sessions. */
-	mfaRequired: Config['mfa']['required']
 }
 
-/** What a login or refresh yields before the access token is signed. */
-export interface IssuedSession {
-	user: UserRow
-	sessionId: string
-	refreshToken: string
-	/** The jti to sign the access token with. */
-	accessTokenId: string
-	/** How the session was established: the token's `amr` and `aal`. */
-	assurance: SessionAssurance
-	/** The session's last sign-in or check of its owner: the token's `auth_time`. */
-	authenticatedAt: Date
-}
-
-/** A login whose password was right on an account with an active factor: no tokens yet. */
-export interface SecondFactorOwed {
-	mfaRequired: true
-	mfaToken: string
-	methods: MfaMethod[]
-}
+export type { IssuedSession, SecondFactorOwed }
 
 export type LogoutScope = 'local' | 'others' | 'global'
 
 /** One problem for every failed login: same status, body and (about) time. */
 export const invalidCredentials = () => new AppError('invalid-credentials', 'The email or password is incorrect')
-
-const emailNotVerified = () =>
-	new AppError('email-not-verified', 'Verify your email address first: follow the link or enter the code from the mail')
 
 export const invalidRefreshToken = () =>
 	new AppError('invalid-token', 'The refresh token is invalid, expired or revoked', {
@@ -75,7 +50,7 @@ export class AuthService {
 	 */
 	async login(email: string, password: string, client: ClientInfo): Promise<IssuedSession | SecondFactorOwed> {
 		const normalized = normalizeEmail(email)
-		const { db, hasher } = this.deps
+		const { db, hasher, signIn } = this.deps
 		const attempt = await this.reserveAttempt(normalized, client)
 		try {
 			const [user] = await db.select().from(users).where(eq(users.email, normalized))
@@ -88,23 +63,23 @@ export class AuthService {
 				await this.deps.audit.record('login.failed', client, { subjectId: user.id, details: { email: normalized, reason: 'email-not-verified' } })
 				throw emailNotVerified()
 			}
-			const methods = user && valid && user.status === 'active' ? await secondFactorMethods(this.deps.db, user.id) : []
-			if (user && methods.length > 0) {
+			const owed = user && valid && user.status === 'active' ? await signIn.owes(user, PASSWORD_ONLY) : undefined
+			if (user && owed && 'secondFactor' in owed) {
+				const methods = owed.secondFactor
 				// The password was right: its failures are forgiven; the second factor has a lockout of its own.
 				await attempt.succeeded()
 				await this.deps.audit.record('login.mfa-required', client, { subjectId: user.id, details: { methods: methods.join(' ') } })
-				return { mfaRequired: true, mfaToken: await issueMfaToken(this.deps.db, user, PASSWORD_ONLY.amr), methods }
+				return signIn.secondFactorOwed(user, PASSWORD_ONLY, methods)
 			}
-			const assurance = user && mustHaveFactor(this.deps.mfaRequired, user.role) ? { ...PASSWORD_ONLY, enrollmentOnly: true } : PASSWORD_ONLY
-			const started = user && valid && user.status === 'active' ? await this.startCheckedSession(user, password, client, assurance) : undefined
-			if (!user || !started) {
+			const issued = user && owed && 'session' in owed ? await this.startCheckedSession(user, password, client, owed.session) : undefined
+			if (!user || !issued) {
 				const reason = !user ? 'unknown-email' : !valid ? 'wrong-password' : user.status !== 'active' ? 'deactivated' : 'credentials-changed'
 				await this.recordFailure(attempt, client, { email: normalized, subjectId: user?.id, reason })
 				throw invalidCredentials()
 			}
 			await attempt.succeeded()
-			await this.deps.audit.record('login.succeeded', client, { actorId: user.id, subjectId: user.id, details: { sessionId: started.session.id } })
-			return { user, sessionId: started.session.id, refreshToken: started.refreshToken, accessTokenId: started.accessTokenId, assurance, authenticatedAt: started.session.authenticatedAt }
+			await signIn.succeeded(issued, client)
+			return issued
 		} finally {
 			// A check the database cut short (503) reached no verdict: it must not count toward the lockout.
 			await attempt.release()
@@ -113,44 +88,10 @@ export class AuthService {
 
 	/** The session of a login whose password was right; undefined when the account changed since it was read. */
 	private async startCheckedSession(user: UserRow, password: string, client: ClientInfo, assurance: SessionAssurance) {
-		const { db, hasher, refreshTtlSeconds, sessionsPerUserMax } = this.deps
+		const { hasher } = this.deps
 		// Hashes made with other parameters are replaced now, while the password is known; never inside the transaction.
 		const upgradedHash = user.passwordHash && hasher.needsRehash(user.passwordHash) ? await hasher.hash(password) : undefined
-		return db.transaction(async (tx) =>
-			(await holdCredentials(tx, user, upgradedHash)) ? startSession(tx, user.id, client, refreshTtlSeconds, sessionsPerUserMax, assurance) : undefined,
-		)
-	}
-
-	/**
-	 * The session of a sign-in finished by other means than a password here (a second factor, a passkey): on the
-	 * account as it was when the sign-in began (same credentials version, still active), and only if `spend`
-	 * (the code, token or counter the proof used) is still unspent. Undefined when either fails: nothing is written.
-	 */
-	async startSessionFor(
-		userId: string,
-		credentialsVersion: number,
-		assurance: SessionAssurance,
-		client: ClientInfo,
-		spend: (tx: Queryable) => Promise<boolean>,
-	): Promise<IssuedSession | undefined> {
-		const { db, refreshTtlSeconds, sessionsPerUserMax, requireVerifiedEmail } = this.deps
-		const abandoned = Symbol('abandoned')
-		try {
-			return await db.transaction(async (tx) => {
-				const [user] = await tx
-					.select()
-					.from(users)
-					.where(and(eq(users.id, userId), eq(users.credentialsVersion, credentialsVersion), eq(users.status, 'active')))
-					.for('share')
-				if (!user || !(await spend(tx))) throw abandoned
-				if (requireVerifiedEmail && user.emailVerifiedAt === null) throw emailNotVerified()
-				const started = await startSession(tx, user.id, client, refreshTtlSeconds, sessionsPerUserMax, assurance)
-				return { user, sessionId: started.session.id, refreshToken: started.refreshToken, accessTokenId: started.accessTokenId, assurance, authenticatedAt: started.session.authenticatedAt }
-			})
-		} catch (error) {
-			if (error === abandoned) return undefined
-			throw error
-		}
+		return this.deps.signIn.startWithPassword(user, upgradedHash, assurance, client)
 	}
 
 	/**
@@ -162,7 +103,7 @@ export class AuthService {
 		const attempt = await this.reserveAttempt(user.email, client, user.id)
 		try {
 			const valid = await this.deps.hasher.verifyForLogin(password, user.passwordHash ?? undefined)
-			const renewed = valid ? await this.renewSession(caller, { amr: ['pwd'], spend: async (tx) => (await holdCredentials(tx, user, undefined)) }) : undefined
+			const renewed = valid ? await this.deps.signIn.renew(caller, { amr: ['pwd'], spend: async (tx) => (await holdCredentials(tx, user, undefined)) }) : undefined
 			if (!renewed) {
 				await this.recordFailure(attempt, client, { email: user.email, subjectId: user.id, actorId: user.id, reason: valid ? 'credentials-changed' : 'wrong-password' })
 				await this.deps.audit.record('reauthentication.failed', client, { actorId: user.id, subjectId: user.id, details: { method: 'password' } })
@@ -180,61 +121,13 @@ export class AuthService {
 	async reauthenticateWithMailedCode(caller: Caller, spend: (tx: Queryable) => Promise<boolean>, client: ClientInfo): Promise<IssuedSession> {
 		const who = { actorId: caller.user.id, subjectId: caller.user.id }
 		// A mailed code is no method of RFC 8176's: `amr` stays as it was; only `auth_time` moves.
-		const renewed = await this.renewSession(caller, { amr: [], spend })
+		const renewed = await this.deps.signIn.renew(caller, { amr: [], spend })
 		if (!renewed) {
 			await this.deps.audit.record('reauthentication.failed', client, { ...who, details: { method: 'email', reason: 'spent-meanwhile' } })
 			throw new AppError('invalid-code', 'The token or code is wrong, used or replaced by a newer one; ask for a new mail')
 		}
 		await this.deps.audit.record('reauthentication.succeeded', client, { ...who, details: { sessionId: caller.sessionId, method: 'email' } })
 		return renewed
-	}
-
-	/**
-	 * The caller's session, proved by its owner now: `authenticatedAt` (the tokens' `auth_time`) is set, the
-	 * proof's methods join its `amr` (a second factor raises it to aal2), and a new token pair replaces the
-	 * live one (the old refresh token then counts as rotated). Only if `spend` (the code, challenge or
-	 * counter the proof used) is still unspent; undefined otherwise, or when the session ended meanwhile.
-	 */
-	async renewSession(
-		caller: Caller,
-		proof: { amr: string[]; secondFactor?: boolean; spend: (tx: Queryable) => Promise<boolean> },
-	): Promise<IssuedSession | undefined> {
-		const abandoned = Symbol('abandoned')
-		try {
-			return await this.deps.db.transaction(async (tx) => {
-				const [session] = await tx
-					.select()
-					.from(sessions)
-					.where(and(eq(sessions.id, caller.sessionId), isNull(sessions.revokedAt), gt(sessions.expiresAt, sql`now()`)))
-					.for('update')
-				const [user] = await tx.select().from(users).where(and(eq(users.id, caller.user.id), eq(users.status, 'active')))
-				if (!session || !user || !(await proof.spend(tx))) throw abandoned
-				const methods = proof.secondFactor ? [...proof.amr, 'mfa'] : proof.amr
-				const now = new Date()
-				const [renewed] = await tx
-					.update(sessions)
-					.set({
-						authenticatedAt: now,
-						lastUsedAt: now,
-						amr: [...new Set([...session.amr, ...methods])],
-						...(proof.secondFactor ? { aal: 'aal2' as const, enrollmentOnly: false } : {}),
-					})
-					.where(eq(sessions.id, session.id))
-					.returning()
-				if (!renewed) throw abandoned
-				const [live] = await tx
-					.update(refreshTokens)
-					.set({ rotatedAt: now })
-					.where(and(eq(refreshTokens.sessionId, session.id), isNull(refreshTokens.rotatedAt)))
-					.returning({ id: refreshTokens.id })
-				const { refreshToken, accessTokenId } = await issueTokenPair(tx, session.id, live?.id ?? null)
-				const assurance: SessionAssurance = { amr: renewed.amr, aal: renewed.aal, enrollmentOnly: caller.assurance.enrollmentOnly && !proof.secondFactor }
-				return { user, sessionId: session.id, refreshToken, accessTokenId, assurance, authenticatedAt: now }
-			})
-		} catch (error) {
-			if (error === abandoned) return undefined
-			throw error
-		}
 	}
 
 	/**
@@ -376,19 +269,4 @@ export class AuthService {
 			return revoked.length
 		})
 	}
-}
-
-/**
- * Inside the login's transaction: holds the account as the password check saw
- * it (same credentials version, still active) until the session is written,
- * and writes an upgraded hash only over the hash that was checked. A change
- * committed since the check leaves no row to hold (false); one that comes
- * later waits for this transaction, and then revokes the session it wrote.
- */
-async function holdCredentials(tx: Queryable, checked: UserRow, upgradedHash: string | undefined): Promise<boolean> {
-	const unchanged = and(eq(users.id, checked.id), eq(users.credentialsVersion, checked.credentialsVersion), eq(users.status, 'active'))
-	const held = upgradedHash
-		? await tx.update(users).set({ passwordHash: upgradedHash }).where(unchanged).returning({ id: users.id })
-		: await tx.select({ id: users.id }).from(users).where(unchanged).for('share')
-	return held.length === 1
 }

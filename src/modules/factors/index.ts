@@ -6,7 +6,7 @@ import { Envelope, problemResponses, withResponseHeaders } from '../../http/open
 import { envelope } from '../../http/problem'
 import { requestContext } from '../../http/request-context'
 import type { Config } from '../../config/env'
-import { tokenResponses } from '../auth'
+import { tokenResponses } from '../auth/sign-in'
 import { AuthModel } from '../auth/model'
 import { UserModel } from '../users/model'
 import type { UsersService } from '../users/service'

@@ -17,8 +17,7 @@ import type { Logger } from '../../log'
 import type { WayInNotices } from '../../mail/notices'
 import type { AuditLog, ClientInfo } from '../audit/service'
 import type { LoginLockout, PasswordAttempt } from '../auth/lockout'
-import type { AuthService, IssuedSession } from '../auth/service'
-import { recordLoginLocked } from '../users/service'
+import { finishedAmr, recordLoginLocked, type IssuedSession, type MfaMethod, type SecondFactors, type SignIn } from '../auth/sign-in'
 import { requireRecentAuthentication, type Caller, type Queryable, type SessionAssurance } from '../auth/sessions'
 import { provenanceAal } from '../auth/ways-in'
 import { hashMfaToken, hashRecoveryCode, newMfaToken, newRecoveryCode, RECOVERY_CODE_COUNT } from './codes'
@@ -27,7 +26,7 @@ import { toFactorResource } from './model'
 import { recordWebhookEvents } from '../webhooks/outbox'
 
 export type FactorType = FactorRow['type']
-export type MfaMethod = 'totp' | 'webauthn' | 'recovery-code'
+export type { MfaMethod }
 
 /** An `mfaToken` and a WebAuthn challenge live this long (API.md). */
 export const MFA_TOKEN_SECONDS = 300
@@ -51,8 +50,8 @@ export interface FactorsServiceDeps {
 	/** A notice to the account's address of every factor added or removed. */
 	notices: Pick<WayInNotices, 'queue'>
 	log: Logger
-	/** Starts the session a completed sign-in earns, on the account as it was checked; renews one a check proved again. */
-	sessions: Pick<AuthService, 'startSessionFor' | 'renewSession'>
+	/** The sign-in road: starts the session a completed sign-in earns, on the account as it was checked; renews one a check proved again. */
+	signIn: Pick<SignIn, 'start' | 'renew' | 'succeeded'>
 }
 
 export const mfaRequired = () =>
@@ -108,14 +107,11 @@ export async function issueMfaToken(db: Queryable, user: Pick<UserRow, 'id' | 'c
 	return token
 }
 
-export { mustHaveFactor } from '../auth/sessions'
-
-/**
- * The `amr` of a sign-in finished with a second factor: the first step's methods, the factor's, and `mfa`
- * (RFC 8176: multiple factors) when the factor is not what the first step already used. A first step with
- * no value of its own (a provider: RFC 8176 has none for a federated sign-in) is still a step of its own.
- */
-export const finishedAmr = (firstStep: string[], method: string) => [...new Set([...firstStep, method, ...(firstStep.includes(method) ? [] : ['mfa'])])]
+/** What the sign-in road asks of the second factors (given it in app.ts): does an account owe one, and the token that finishes it. */
+export const owedSecondFactors = (db: Queryable): SecondFactors => ({
+	methodsOf: (userId) => secondFactorMethods(db, userId),
+	issueMfaToken: (user, firstStepAmr) => issueMfaToken(db, user, firstStepAmr),
+})
 
 /**
  * TOTP and passkey factors, recovery codes, and the sign-in steps that use them (`/auth/mfa`, `/auth/passkey`).
@@ -380,7 +376,7 @@ export class FactorsService {
 		try {
 			const proof = await this.checkSecondFactor(token.userId, input, () => this.spendMfaChallenge(token))
 			const issued = proof
-				? await this.deps.sessions.startSessionFor(
+				? await this.deps.signIn.start(
 						token.userId,
 						token.credentialsVersion,
 						{ amr: finishedAmr(token.amr, proof.method), aal: 'aal2', enrollmentOnly: false },
@@ -394,11 +390,7 @@ export class FactorsService {
 				throw invalidSecondFactor()
 			}
 			await attempt.succeeded()
-			await audit.record('login.succeeded', client, {
-				actorId: token.userId,
-				subjectId: token.userId,
-				details: { sessionId: issued.sessionId, method: input.method },
-			})
+			await this.deps.signIn.succeeded(issued, client, { method: input.method })
 			return issued
 		} finally {
 			await attempt.release()
@@ -430,7 +422,7 @@ export class FactorsService {
 		}
 		try {
 			const proof = await this.checkSecondFactor(caller.user.id, input, () => this.spendReauthenticationChallenge(caller.sessionId, input.response))
-			const renewed = proof ? await this.deps.sessions.renewSession(caller, { amr: [proof.method], secondFactor: true, spend: proof.spend }) : undefined
+			const renewed = proof ? await this.deps.signIn.renew(caller, { amr: [proof.method], secondFactor: true, spend: proof.spend }) : undefined
 			if (!renewed) {
 				await audit.record('reauthentication.failed', client, { ...who, details: { method: input.method, reason: proof ? 'spent-meanwhile' : 'wrong' } })
 				await this.countFailure(attempt, caller.user.id, client)
@@ -641,13 +633,13 @@ export class FactorsService {
 		const [user] = proof ? await db.select().from(users).where(eq(users.id, proof.userId)) : []
 		const issued =
 			proof && user && user.status === 'active'
-				? await this.deps.sessions.startSessionFor(user.id, user.credentialsVersion, { amr: ['hwk', 'mfa'], aal: 'aal2', enrollmentOnly: false }, client, proof.spend)
+				? await this.deps.signIn.start(user.id, user.credentialsVersion, { amr: ['hwk', 'mfa'], aal: 'aal2', enrollmentOnly: false }, client, proof.spend)
 				: undefined
 		if (!issued) {
 			await audit.record('login.failed', client, { subjectId: user?.id, details: { reason: spent ? 'passkey-refused' : 'challenge-unknown', method: 'passkey' } })
 			throw passkeyRefused()
 		}
-		await audit.record('login.succeeded', client, { actorId: issued.user.id, subjectId: issued.user.id, details: { sessionId: issued.sessionId, method: 'passkey' } })
+		await this.deps.signIn.succeeded(issued, client, { method: 'passkey' })
 		return issued
 	}
 

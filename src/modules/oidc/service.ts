@@ -8,10 +8,9 @@ import type { WayInNotices } from '../../mail/notices'
 import { factors, identities, oidcFlows, sessions, signInCodes, users, type UserRow } from '../../db/schema'
 import { AppError, Conflict, NotFound } from '../../http/problem'
 import type { AuditLog, ClientInfo } from '../audit/service'
-import type { AuthService, IssuedSession, SecondFactorOwed } from '../auth/service'
+import type { IssuedSession, SecondFactorOwed, SignIn, StepUp } from '../auth/sign-in'
 import { PROVIDER_ONLY, requireRecentAuthentication, type Caller, type Queryable } from '../auth/sessions'
 import { provenanceAal } from '../auth/ways-in'
-import { issueMfaToken, mustHaveFactor, secondFactorMethods, type FactorsService } from '../factors/service'
 import { isEmailAddress, NAME_MAX_LENGTH, normalizeEmail } from '../users/model'
 import { insertUser, userChangeEvents } from '../users/service'
 import { recordWebhookEvents } from '../webhooks/outbox'
@@ -68,11 +67,11 @@ export interface ProviderSignInDeps {
 	directory: ProviderDirectory
 	settings: Config['oidc']
 	signupEnabled: boolean
-	mfaRequired: Config['mfa']['required']
 	log: Logger
-	sessions: Pick<AuthService, 'startSessionFor'>
+	/** The sign-in road: what a provider's sign-in still owes, and its session. */
+	signIn: Pick<SignIn, 'owes' | 'secondFactorOwed' | 'start' | 'succeeded'>
 	/** Adding or removing a way in needs aal2 once a second factor is active. */
-	stepUp: Pick<FactorsService, 'requireStepUp'>
+	stepUp: StepUp
 	/** REAUTHENTICATION_SECONDS: how recent a check must be to link an identity. */
 	reauthenticationSeconds: number
 	/** RECOVERY_REVIEW_SECONDS: a factor added at aal1 this recently lends no aal2 to a link. */
@@ -399,12 +398,12 @@ export class ProviderSignIn {
 			})
 			await this.deps.audit.record('identity.linked', client, { actorId: user.id, subjectId: user.id, details: { provider: spent.provider, by: 'user' } })
 		}
-		const methods = await secondFactorMethods(db, user.id)
-		if (methods.length > 0) return { mfaRequired: true, mfaToken: await issueMfaToken(db, user, PROVIDER_ONLY.amr), methods }
-		const assurance = { ...PROVIDER_ONLY, enrollmentOnly: mustHaveFactor(this.deps.mfaRequired, user.role) }
-		const issued = await this.deps.sessions.startSessionFor(user.id, spent.credentialsVersion, assurance, client, async () => true)
+		const { signIn } = this.deps
+		const owed = await signIn.owes(user, PROVIDER_ONLY)
+		if ('secondFactor' in owed) return signIn.secondFactorOwed(user, PROVIDER_ONLY, owed.secondFactor)
+		const issued = await signIn.start(user.id, spent.credentialsVersion, owed.session, client, async () => true)
 		if (!issued) throw invalidSignInCode()
-		await this.deps.audit.record('login.succeeded', client, { actorId: user.id, subjectId: user.id, details: { sessionId: issued.sessionId, method: 'provider', provider: spent.provider } })
+		await signIn.succeeded(issued, client, { method: 'provider', provider: spent.provider })
 		return issued
 	}
 

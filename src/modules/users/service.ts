@@ -1,4 +1,5 @@
 import { and, asc, desc, eq, gt, gte, ilike, lt, lte, or, sql, type SQL } from 'drizzle-orm'
+import type { Config } from '../../config/env'
 import type { Database } from '../../db/client'
 import { sqlState } from '../../db/client'
 import { users, type UserRow } from '../../db/schema'
@@ -7,8 +8,7 @@ import { UUID } from '../../http/ids'
 import { passwordProblem, type PasswordHasher } from '../auth/password'
 import type { AuditLog, ClientInfo } from '../audit/service'
 import type { AuthService } from '../auth/service'
-import type { EmailService } from '../email/service'
-import type { FactorsService } from '../factors/service'
+import type { StepUp } from '../auth/sign-in'
 import { requireRecentAuthentication, revokeUserSessions, type Caller, type Queryable } from '../auth/sessions'
 import { recordWebhookEvents, type WebhookEvent } from '../webhooks/outbox'
 import type { WayInChange, WayInNotices } from '../../mail/notices'
@@ -41,6 +41,20 @@ export async function recordLoginLocked(db: Queryable, userId: string, reason: '
 	if (account) await recordWebhookEvents(db, [{ type: 'login.locked', data: { user: toUserResource(account), email: account.email, userId: account.id, reason } }])
 }
 
+/** The mails of sign-up and email change: what the email module gives at composition (app.ts). */
+export interface AccountMail {
+	/** EMAIL_VERIFICATION: whether an address waits for its proof. */
+	readonly verification: Config['mail']['verification']
+	/** At sign-up, in its transaction: the first verification mail; whether one was queued. */
+	onSignUp(tx: Queryable, user: UserRow): Promise<boolean>
+	/** A user's own email change, in the PUT's transaction: the new address waits for its proof. */
+	onEmailChangeRequested(tx: Queryable, user: UserRow, newEmail: string): Promise<void>
+	/** Throws when no mail can go, before anything waits for one. */
+	assertMailAvailable(): void
+	/** Wakes the mail worker once the transaction that queued mail has committed. */
+	wake(): void
+}
+
 export interface UsersServiceDeps {
 	db: Database
 	audit: AuditLog
@@ -48,9 +62,9 @@ export interface UsersServiceDeps {
 	/** The lockout and failure audit that every password check goes through (the login's). */
 	passwordChecks: Pick<AuthService, 'reserveAttempt' | 'recordFailure'>
 	/** With an active second factor, users' own password and email changes need an aal2 session. */
-	stepUp: Pick<FactorsService, 'requireStepUp'>
+	stepUp: StepUp
 	/** The mails of sign-up and email change, written in the same transaction as the account. */
-	email: Pick<EmailService, 'verification' | 'onSignUp' | 'onEmailChangeRequested' | 'assertMailAvailable' | 'wake'>
+	email: AccountMail
 	passwordMinLength: number
 	signupEnabled: boolean
 	/** REAUTHENTICATION_SECONDS: without `currentPassword`, a user's own password or email change needs a check this recent. */
