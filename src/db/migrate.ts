@@ -21,7 +21,12 @@ import m0017 from '../../drizzle/0017_mfa_token_amr.sql' with { type: 'text' }
 import m0018 from '../../drizzle/0018_code_failures.sql' with { type: 'text' }
 import m0019 from '../../drizzle/0019_link_session.sql' with { type: 'text' }
 import m0020 from '../../drizzle/0020_job_claims.sql' with { type: 'text' }
-import type { Database } from './client'
+import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core'
+import type * as schema from './schema'
+
+// The database as client.ts types it, named here rather than imported: client.ts loads the snapshot, whose
+// key is these migrations, so an import back would close a cycle (client → snapshot → migrate → client).
+type Database = PgDatabase<PgQueryResultHKT, typeof schema>
 
 /**
  * The SQL of every migration, imported so the compiled binary carries it.
