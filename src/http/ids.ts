@@ -8,6 +8,9 @@ import { t } from 'elysia'
 export const UUID_PATTERN = '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$'
 export const UUID = new RegExp(UUID_PATTERN)
 
+/** The id the OpenAPI document shows wherever it needs one (a path, a request id, a webhook id). */
+export const EXAMPLE_ID = '0193f1c2-7a5e-7c3b-9d2e-5f6a7b8c9d0e'
+
 /**
  * An id from a client (in a path or a query): a UUID in any letter case, decoded to lower case, the one
  * form ids are issued, stored and compared in (API.md: another letter case names the same resource).

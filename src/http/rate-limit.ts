@@ -3,7 +3,7 @@ import { rateLimit, type Context } from 'elysia-rate-limit'
 import type { Config } from '../config/env'
 import { clientOf } from './client-ip'
 import type { CounterStore } from './counters'
-import { problemBody } from './problem'
+import { problemBody } from './problem-catalogue'
 
 /** Probes count against no budget. */
 export const PROBES = new Set(['/api/health', '/api/health/', '/api/health/ready'])
