@@ -1,6 +1,7 @@
 import { Elysia } from 'elysia'
 import ipaddr from 'ipaddr.js'
 import { LRUCache } from 'lru-cache'
+import { digestOf } from '../crypto/opaque-tokens'
 
 /** Who is calling: the address recorded with sessions and audit events, and the key of its rate-limit budgets. */
 export interface ClientAddress {
@@ -81,7 +82,7 @@ function clientAddressResolver(trustProxy: string[]) {
 		for (let index = hops.length - 1; index >= 0; index--) {
 			const text = (hops[index] ?? '').trim()
 			const hop = parse(text)
-			if (hop === null) return { ip: null, key: `malformed:${new Bun.CryptoHasher('sha256').update(text).digest('hex').slice(0, 32)}` }
+			if (hop === null) return { ip: null, key: `malformed:${digestOf(text).slice(0, 32)}` }
 			if (!trusted(hop)) return hop
 		}
 		// Every hop is a trusted proxy: the request started at the leftmost one.

@@ -1,4 +1,5 @@
 import type { Config } from '../../config/env'
+import { digestOf } from '../../crypto/opaque-tokens'
 import type { CounterStore } from '../../http/counters'
 import { AppError } from '../../http/problem'
 
@@ -41,7 +42,7 @@ export class LoginLockout {
 	}
 
 	private key(kind: 'fail' | 'lock', email: string) {
-		return `${this.scope}:${kind}:${new Bun.CryptoHasher('sha256').update(email).digest('hex')}`
+		return `${this.scope}:${kind}:${digestOf(email)}`
 	}
 
 	/** Reserves one password check for this email, or throws the login-locked problem. */
