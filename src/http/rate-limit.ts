@@ -2,7 +2,7 @@ import { Elysia } from 'elysia'
 import { rateLimit, type Context } from 'elysia-rate-limit'
 import type { Config } from '../config/env'
 import { clientOf } from './client-ip'
-import type { CounterStore } from './counters'
+import type { CounterStore } from '../db/counters'
 import { problemBody } from './problem-catalogue'
 
 /** Probes count against no budget. */

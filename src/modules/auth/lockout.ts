@@ -1,6 +1,6 @@
 import type { Config } from '../../config/env'
 import { digestOf } from '../../crypto/opaque-tokens'
-import type { CounterStore } from '../../http/counters'
+import type { CounterStore } from '../../db/counters'
 import { AppError } from '../../http/problem'
 
 /** One reserved password check: tell the lockout how it ended. */
