@@ -22,5 +22,8 @@ export const Id = (options: StringOptions = {}) =>
 		.Decode((id) => id.toLowerCase())
 		.Encode((id) => id)
 
+/** An id as this service issues it, in a response or a webhook payload: a UUID (always lower case). */
+export const IssuedId = (options: StringOptions = {}) => t.String({ format: 'uuid', ...options })
+
 /** The account a route acts on: `me`, or its id (decoded as `Id`). */
 export const AccountId = t.Union([t.Literal('me'), Id()], { error: 'must be a user id (UUID) or "me"' })
