@@ -42,10 +42,12 @@ export class Conflict extends AppError {
 }
 export class ValidationFailed extends AppError {
 	constructor(errors: FieldError[]) {
-		super('validation-error', errors.length === 1 ? '1 field is invalid' : `${errors.length} fields are invalid`, {
-			errors,
-		})
+		super('validation-error', invalidFieldsDetail(errors), { errors })
 	}
+}
+
+function invalidFieldsDetail(errors: FieldError[]) {
+	return errors.length === 1 ? '1 field is invalid' : `${errors.length} fields are invalid`
 }
 
 /** The success envelope of API.md. */
@@ -270,7 +272,7 @@ export const problemHandler = (log: Logger, table: RouteTable, windowSeconds: nu
 			for (const early of earlyFieldErrors.get(request) ?? [])
 				if (!errors.some((known) => known.pointer === early.pointer)) errors.push(early)
 			kind = 'validation-error'
-			detail = errors.length === 1 ? '1 field is invalid' : `${errors.length} fields are invalid`
+			detail = invalidFieldsDetail(errors)
 		} else if (code === 'PARSE') {
 			kind = 'bad-request'
 			detail = 'The request body is not valid JSON'
