@@ -31,7 +31,7 @@ directory). Settings: ${Object.keys(EnvSchema.properties).join(', ')}.
 Exit codes: 0 success · 1 bad configuration or a runtime failure
 (including 'admin create' refused: email taken, weak password) · 2 bad usage.`
 
-/** Exit codes, as documented in --help and the README. */
+/** Exit codes, as documented in --help and docs/operations.md. */
 const EXIT = { ok: 0, failure: 1, usage: 2 } as const
 
 async function main(argv: string[]): Promise<number> {

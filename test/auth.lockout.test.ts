@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
-import { MemoryCounterStore, type Count } from '../src/http/counters'
+import { MemoryCounterStore, type Count } from '../src/db/counters'
 import { problem, startTestApp, type TestApp } from './support/app'
 import { createTestDatabase, type TestDatabase } from './support/database'
 import { PASSWORD, signUp, signUpAdmin, uniqueEmail } from './support/fixtures'

@@ -1,6 +1,6 @@
 import { describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { openDatabase } from '../src/db/client'
-import { MemoryCounterStore } from '../src/http/counters'
+import { MemoryCounterStore } from '../src/db/counters'
 import { problem, startTestApp } from './support/app'
 import { TEST_DATABASE_URL, createTestDatabase } from './support/database'
 import { PASSWORD, uniqueEmail } from './support/fixtures'

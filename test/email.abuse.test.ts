@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
-import { RedisCounterStore } from '../src/http/counters'
+import { RedisCounterStore } from '../src/db/counters'
 import { createLogger } from '../src/log'
 import { problem, startTestApp, type CallResult, type TestApp } from './support/app'
 import { createTestDatabase, type TestDatabase } from './support/database'

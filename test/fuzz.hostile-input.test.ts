@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from '
 import { and, eq, isNull, sql } from 'drizzle-orm'
 import fc from 'fast-check'
 import { auditEvents, refreshTokens, sessions, users } from '../src/db/schema'
-import { PROBLEM_KINDS, PROBLEM_TYPE_BASE } from '../src/http/problem'
+import { PROBLEM_KINDS, PROBLEM_TYPE_BASE } from '../src/http/problem-catalogue'
 import { startTestApp, type TestApp } from './support/app'
 import { jwtPayload, PASSWORD, signUp, signUpAdmin, type Account } from './support/fixtures'
 

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { createLogger } from '../src/log'
-import { RedisCounterStore } from '../src/http/counters'
+import { RedisCounterStore } from '../src/db/counters'
 import { problem, startTestApp, type TestApp } from './support/app'
 import { TcpProxy } from './support/tcp-proxy'
 import { createTestDatabase, type TestDatabase } from './support/database'

@@ -1,6 +1,6 @@
 import { Type as T, type Static, type TSchema } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
-import { parseTrustedProxies } from '../http/client-ip'
+import { parseTrustedProxies } from './trust-proxy'
 
 /**
  * Every setting, as it appears in the environment. The schema is the single

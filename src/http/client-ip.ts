@@ -1,6 +1,8 @@
 import { Elysia } from 'elysia'
 import ipaddr from 'ipaddr.js'
 import { LRUCache } from 'lru-cache'
+import { parseTrustedProxies } from '../config/trust-proxy'
+import { digestOf } from '../crypto/opaque-tokens'
 
 /** Who is calling: the address recorded with sessions and audit events, and the key of its rate-limit budgets. */
 export interface ClientAddress {
@@ -12,25 +14,6 @@ export interface ClientAddress {
 
 /** Reads the socket peer of a request; Bun's server in production, a stand-in under `app.handle` in tests. */
 export type PeerAddress = (request: Request) => string | null
-
-type Range = [ipaddr.IPv4 | ipaddr.IPv6, number]
-
-function parseRange(entry: string): Range {
-	if (entry.includes('/')) return ipaddr.parseCIDR(entry)
-	const address = ipaddr.parse(entry)
-	return [address, address.kind() === 'ipv4' ? 32 : 128]
-}
-
-/** Parses a TRUST_PROXY list; throws on an entry that is not an IP or CIDR. */
-export function parseTrustedProxies(list: string[]): Range[] {
-	return list.map((entry) => {
-		try {
-			return parseRange(entry)
-		} catch {
-			throw new Error(`TRUST_PROXY: "${entry}" is not an IP address or CIDR range`)
-		}
-	})
-}
 
 interface Parsed {
 	ip: string
@@ -81,7 +64,7 @@ function clientAddressResolver(trustProxy: string[]) {
 		for (let index = hops.length - 1; index >= 0; index--) {
 			const text = (hops[index] ?? '').trim()
 			const hop = parse(text)
-			if (hop === null) return { ip: null, key: `malformed:${new Bun.CryptoHasher('sha256').update(text).digest('hex').slice(0, 32)}` }
+			if (hop === null) return { ip: null, key: `malformed:${digestOf(text).slice(0, 32)}` }
 			if (!trusted(hop)) return hop
 		}
 		// Every hop is a trusted proxy: the request started at the leftmost one.

@@ -1,6 +1,6 @@
-import { timingSafeEqual } from 'node:crypto'
 import { Elysia } from 'elysia'
 import { Counter, Gauge, Histogram, Registry } from 'prom-client'
+import { sameSecret } from '../crypto/opaque-tokens'
 import { AppError } from './problem'
 
 /**
@@ -95,12 +95,10 @@ export class Metrics {
 	}
 }
 
-const digest = (value: string) => new Bun.CryptoHasher('sha256').update(value).digest()
-
 /** Whether an Authorization header carries the metrics token, compared in constant time. */
 export function hasMetricsToken(authorization: string | null | undefined, token: string): boolean {
 	const offered = /^Bearer (.+)$/.exec(authorization ?? '')?.[1] ?? ''
-	return timingSafeEqual(digest(offered), digest(token))
+	return sameSecret(offered, token)
 }
 
 /**

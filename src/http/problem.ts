@@ -3,63 +3,11 @@ import { Value } from '@sinclair/typebox/value'
 import { Elysia, t, ValidationError } from 'elysia'
 import type { Logger } from '../log'
 import { isDatabaseUnavailable, sqlState } from '../db/client'
+import { problemBody, type FieldError, type ProblemKind } from './problem-catalogue'
 import { addDraftFields } from './rate-limit'
 
-/** Problem types are stable URIs: the same for a kind of problem on every route and deployment. */
-export const PROBLEM_TYPE_BASE = 'https://latchkey.dev/problems/'
-
-export const PROBLEM_KINDS = {
-	'bad-request': { status: 400, title: 'Malformed request' },
-	'invalid-code': { status: 400, title: 'Invalid token or code' },
-	'code-expired': { status: 400, title: 'Token expired' },
-	'redirect-not-allowed': { status: 400, title: 'Redirect not allowed' },
-	unauthorized: { status: 401, title: 'Authentication required' },
-	'invalid-token': { status: 401, title: 'Invalid token' },
-	'invalid-credentials': { status: 401, title: 'Invalid credentials' },
-	'invalid-mfa-token': { status: 401, title: 'Invalid MFA token' },
-	'invalid-second-factor': { status: 401, title: 'Second factor not accepted' },
-	forbidden: { status: 403, title: 'Forbidden' },
-	'email-not-verified': { status: 403, title: 'Email not verified' },
-	'mfa-required': { status: 403, title: 'Second factor required' },
-	'mfa-enrollment-required': { status: 403, title: 'Second factor enrolment required' },
-	'reauthentication-required': { status: 403, title: 'Recent authentication required' },
-	'not-found': { status: 404, title: 'Not found' },
-	'method-not-allowed': { status: 405, title: 'Method not allowed' },
-	'not-acceptable': { status: 406, title: 'Not acceptable' },
-	'email-taken': { status: 409, title: 'Email already registered' },
-	'last-admin': { status: 409, title: 'Last active admin' },
-	conflict: { status: 409, title: 'Conflict' },
-	'payload-too-large': { status: 413, title: 'Payload too large' },
-	'unsupported-media-type': { status: 415, title: 'Unsupported media type' },
-	'validation-error': { status: 422, title: 'Validation failed' },
-	'rate-limited': { status: 429, title: 'Too many requests' },
-	'login-locked': { status: 429, title: 'Login temporarily locked' },
-	'too-many-codes': { status: 429, title: 'Too many wrong codes' },
-	'internal-error': { status: 500, title: 'Internal server error' },
-	'service-unavailable': { status: 503, title: 'Service unavailable' },
-	'mail-unavailable': { status: 503, title: 'Mail unavailable' },
-	'provider-unavailable': { status: 503, title: 'Identity provider unavailable' },
-} as const
-
-export type ProblemKind = keyof typeof PROBLEM_KINDS
-
-export interface FieldError {
-	pointer: string
-	detail: string
-	code: string
-}
-
-export interface Problem {
-	type: string
-	title: string
-	status: number
-	detail: string
-	instance: string
-	requestId?: string
-	data: null
-	message: string
-	errors: FieldError[]
-}
+// What AppError's options and ValidationFailed carry, for whoever throws them.
+export type { FieldError } from './problem-catalogue'
 
 /**
  * Thrown by services and plugins; the one onError turns it into problem+json,
@@ -94,19 +42,16 @@ export class Conflict extends AppError {
 }
 export class ValidationFailed extends AppError {
 	constructor(errors: FieldError[]) {
-		super('validation-error', errors.length === 1 ? '1 field is invalid' : `${errors.length} fields are invalid`, {
-			errors,
-		})
+		super('validation-error', invalidFieldsDetail(errors), { errors })
 	}
+}
+
+function invalidFieldsDetail(errors: FieldError[]) {
+	return errors.length === 1 ? '1 field is invalid' : `${errors.length} fields are invalid`
 }
 
 /** The success envelope of API.md. */
 export const envelope = <T>(data: T, message: string) => ({ data, message, errors: [] as never[] })
-
-export function problemBody(kind: ProblemKind, detail: string, instance: string, errors: FieldError[] = []): Problem {
-	const { status, title } = PROBLEM_KINDS[kind]
-	return { type: PROBLEM_TYPE_BASE + kind, title, status, detail, instance, data: null, message: detail, errors }
-}
 
 // TypeBox ValueErrorType numbers → the `code` clients see, and a sentence for `detail`.
 function describeValueError(error: {
@@ -327,7 +272,7 @@ export const problemHandler = (log: Logger, table: RouteTable, windowSeconds: nu
 			for (const early of earlyFieldErrors.get(request) ?? [])
 				if (!errors.some((known) => known.pointer === early.pointer)) errors.push(early)
 			kind = 'validation-error'
-			detail = errors.length === 1 ? '1 field is invalid' : `${errors.length} fields are invalid`
+			detail = invalidFieldsDetail(errors)
 		} else if (code === 'PARSE') {
 			kind = 'bad-request'
 			detail = 'The request body is not valid JSON'

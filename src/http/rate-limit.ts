@@ -2,8 +2,8 @@ import { Elysia } from 'elysia'
 import { rateLimit, type Context } from 'elysia-rate-limit'
 import type { Config } from '../config/env'
 import { clientOf } from './client-ip'
-import type { CounterStore } from './counters'
-import { problemBody } from './problem'
+import type { CounterStore } from '../db/counters'
+import { problemBody } from './problem-catalogue'
 
 /** Probes count against no budget. */
 export const PROBES = new Set(['/api/health', '/api/health/', '/api/health/ready'])
@@ -80,34 +80,21 @@ export function rateLimits({ config, store, exempt = () => false, onRefused }: R
 	const durationMs = config.windowSeconds * 1000
 	const generator = (request: Request) => clientOf(request).key
 	const countsAgainstAuth = (request: Request) => hashing.has(request) || pathOf(request).startsWith(AUTH_PREFIX)
+	const budget = (name: Budget, max: number | (() => number), skip: (request: Request) => boolean) =>
+		rateLimit({
+			duration: durationMs,
+			max,
+			scoping: 'global',
+			countFailedRequest: true,
+			generator,
+			context: new CounterContext(store, name),
+			skip,
+			errorResponse: refused(name),
+		})
 	const app = new Elysia({ name: 'rate-limits', seed: config })
-	if (config.max > 0)
-		app.use(
-			rateLimit({
-				duration: durationMs,
-				max: config.max,
-				scoping: 'global',
-				countFailedRequest: true,
-				generator,
-				context: new CounterContext(store, 'general'),
-				skip: (request) => PROBES.has(pathOf(request)) || exempt(request),
-				errorResponse: refused('general'),
-			}),
-		)
-	if (config.authMax > 0)
-		app.use(
-			rateLimit({
-				duration: durationMs,
-				// A function, so the plugin's dedupe seed differs from the general budget's even when the numbers match.
-				max: () => config.authMax,
-				scoping: 'global',
-				countFailedRequest: true,
-				generator,
-				context: new CounterContext(store, 'auth'),
-				skip: (request) => !countsAgainstAuth(request),
-				errorResponse: refused('auth'),
-			}),
-		)
+	if (config.max > 0) app.use(budget('general', config.max, (request) => PROBES.has(pathOf(request)) || exempt(request)))
+	// A function as max, so the plugin's dedupe seed differs from the general budget's even when the numbers match.
+	if (config.authMax > 0) app.use(budget('auth', () => config.authMax, (request) => !countsAgainstAuth(request)))
 	// mapResponse, not afterHandle: it also sees what the plugin's error hook answered.
 	return app
 		.onAfterHandle({ as: 'global' }, ({ set }) => addDraftFields(set.headers, config.windowSeconds))

@@ -1,5 +1,5 @@
 import { t } from 'elysia'
-import { Id } from '../../http/ids'
+import { Id, IssuedId } from '../../http/ids'
 import { queryDateTime, queryInteger } from '../../http/problem'
 
 // A plain union of literals (t.UnionEnum would give the optional query filter a default value).
@@ -50,11 +50,11 @@ const Nullable = <T extends Parameters<typeof t.Union>[0][number]>(schema: T) =>
 
 export namespace AuditModel {
 	export const event = t.Object({
-		id: t.String({ format: 'uuid' }),
+		id: IssuedId(),
 		type: EventType,
 		occurredAt: t.String({ format: 'date-time' }),
-		actorId: Nullable(t.String({ format: 'uuid', description: 'who did it (null: anonymous)' })),
-		subjectId: Nullable(t.String({ format: 'uuid', description: 'whose account it concerns' })),
+		actorId: Nullable(IssuedId({ description: 'who did it (null: anonymous)' })),
+		subjectId: Nullable(IssuedId({ description: 'whose account it concerns' })),
 		ip: Nullable(t.String()),
 		userAgent: Nullable(t.String()),
 		requestId: Nullable(t.String()),

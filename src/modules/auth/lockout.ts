@@ -1,5 +1,6 @@
 import type { Config } from '../../config/env'
-import type { CounterStore } from '../../http/counters'
+import { digestOf } from '../../crypto/opaque-tokens'
+import type { CounterStore } from '../../db/counters'
 import { AppError } from '../../http/problem'
 
 /** One reserved password check: tell the lockout how it ended. */
@@ -41,7 +42,7 @@ export class LoginLockout {
 	}
 
 	private key(kind: 'fail' | 'lock', email: string) {
-		return `${this.scope}:${kind}:${new Bun.CryptoHasher('sha256').update(email).digest('hex')}`
+		return `${this.scope}:${kind}:${digestOf(email)}`
 	}
 
 	/** Reserves one password check for this email, or throws the login-locked problem. */

@@ -1,6 +1,7 @@
 import { jwt } from '@elysiajs/jwt'
 import { Elysia } from 'elysia'
 import type { Config } from '../../config/env'
+import { digestOf, newOpaqueToken } from '../../crypto/opaque-tokens'
 import type { TokenKeys } from './keys'
 
 export const ACCESS_TOKEN_TYPE = 'at+jwt'
@@ -71,8 +72,6 @@ export const verifyOptions = (keys: TokenKeys, settings: Config['jwt']) => ({
 export const issuedInTheFuture = (claims: { iat?: unknown }, nowSeconds = Date.now() / 1000) =>
 	typeof claims.iat !== 'number' || claims.iat > nowSeconds + CLOCK_TOLERANCE_SECONDS
 
-/** A new opaque refresh token: 256 random bits, base64url. */
-export const newRefreshToken = () => Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString('base64url')
-
-/** Refresh tokens are stored as SHA-256 digests; with 256 bits of entropy a slow hash adds nothing. */
-export const hashRefreshToken = (token: string) => new Bun.CryptoHasher('sha256').update(token).digest('hex')
+/** A refresh token is an opaque token, stored as its digest. */
+export const newRefreshToken = newOpaqueToken
+export const hashRefreshToken = (token: string) => digestOf(token)

@@ -1,17 +1,14 @@
 import { OptionalKind } from '@sinclair/typebox'
+import { EXAMPLE_ID } from '../../http/ids'
 import {
 	BEARER_SCHEME,
 	bearerSecurityScheme,
-	kindsOfStatus,
 	PROBLEM_TYPES_EXTENSION,
-	problemExample,
-	ProblemSchema,
-	problemTypesList,
 	RESPONSE_HEADERS,
 	RESPONSE_HEADERS_EXTENSION,
 	type ResponseHeaderId,
 } from '../../http/openapi'
-import { PROBLEM_KINDS, PROBLEM_TYPE_BASE, type ProblemKind } from '../../http/problem'
+import { kindsOfStatus, PROBLEM_KINDS, PROBLEM_TYPE_BASE, problemExample, ProblemSchema, type ProblemKind } from '../../http/problem-catalogue'
 import { PROBES } from '../../http/rate-limit'
 import { BODY_METHODS } from '../../http/security'
 import { WEBHOOK_PAYLOADS, webhookBody } from '../webhooks/model'
@@ -58,7 +55,6 @@ const METHODS = new Set(['get', 'put', 'post', 'delete', 'patch', 'head', 'optio
 const JSON_TYPE = 'application/json'
 const PROBLEM_TYPE = 'application/problem+json'
 const PROBLEM_REF = { $ref: '#/components/schemas/Problem' }
-const EXAMPLE_ID = '0193f1c2-7a5e-7c3b-9d2e-5f6a7b8c9d0e'
 
 const REASONS: Record<string, string> = { '200': 'OK', '201': 'Created', '204': 'No Content' }
 
@@ -166,6 +162,12 @@ const description = (summary: string) =>
 		problemTypesList(),
 	].join('\n')
 
+/** The problem types as a Markdown list, for the document's description. */
+const problemTypesList = () =>
+	(Object.entries(PROBLEM_KINDS) as Array<[ProblemKind, (typeof PROBLEM_KINDS)[ProblemKind]]>)
+		.map(([kind, { status, title, when }]) => `- \`${PROBLEM_TYPE_BASE}${kind}\` — **${status} ${title}**: ${when}.`)
+		.join('\n')
+
 export function finishDocument(raw: OpenApiDocument, { summary, routes }: { summary: string; routes: readonly RouteInfo[] }): OpenApiDocument {
 	const document = JSON.parse(JSON.stringify(raw)) as OpenApiDocument
 	const facts = new Map(routes.map((route) => [`${route.method.toLowerCase()} ${openApiPath(route.path)}`, routeFacts(route)]))
@@ -198,7 +200,7 @@ export function finishDocument(raw: OpenApiDocument, { summary, routes }: { summ
 }
 
 const SIGNATURE_HEADERS = [
-	{ name: 'webhook-id', description: "the event's id: the same at every attempt (deduplicate on it)", example: '0193f1c2-7a5e-7c3b-9d2e-5f6a7b8c9d0e' },
+	{ name: 'webhook-id', description: "the event's id: the same at every attempt (deduplicate on it)", example: EXAMPLE_ID },
 	{ name: 'webhook-timestamp', description: 'when this attempt was signed, in seconds since the epoch', example: '1767268800' },
 	{ name: 'webhook-signature', description: 'space-separated `v1,<base64>` HMAC-SHA256 signatures (Standard Webhooks), one per secret that signs (two for 24 hours after a rotation)', example: 'v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=' },
 ]

@@ -1,4 +1,5 @@
 import { and, eq, gt, lt, sql, type SQL } from 'drizzle-orm'
+import { digestOf } from '../../crypto/opaque-tokens'
 import { codeFailures, emailTokens } from '../../db/schema'
 import { AppError } from '../../http/problem'
 import type { Queryable } from '../auth/sessions'
@@ -16,7 +17,7 @@ export const tooManyCodes = (retryAfterSeconds: number) =>
 	})
 
 /** The subject a wrong code is counted against: the address it was typed for, hashed (an account's or not, the same way). */
-const subjectOf = (address: string) => new Bun.CryptoHasher('sha256').update(address).digest('hex')
+const subjectOf = (address: string) => digestOf(address)
 
 export type CodeTry =
 	| {

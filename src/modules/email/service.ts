@@ -1,5 +1,6 @@
 import { and, desc, eq, getTableColumns, gt, inArray, isNull, sql } from 'drizzle-orm'
 import type { Config } from '../../config/env'
+import { sameDigest } from '../../crypto/opaque-tokens'
 import type { Database } from '../../db/client'
 import { sqlState } from '../../db/client'
 import { emailTokens, users, type EmailTokenRow, type UserRow } from '../../db/schema'
@@ -19,7 +20,7 @@ import { normalizeEmail } from '../users/model'
 import { userChangeEvents } from '../users/service'
 import { recordWebhookEvents } from '../webhooks/outbox'
 import { admitCodeTry, purgeCodeFailures, tooManyCodes, wrongCodesSince, type CodeKind } from './code-limit'
-import { hashCode, hashLinkToken, inWords, mailThrottleKey, newCode, newLinkToken, sameDigest } from './tokens'
+import { hashCode, hashLinkToken, inWords, mailThrottleKey, newCode, newLinkToken } from './tokens'
 
 export type TokenPurpose = EmailTokenRow['purpose']
 

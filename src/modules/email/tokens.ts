@@ -1,25 +1,21 @@
-import { randomInt, timingSafeEqual } from 'node:crypto'
+import { randomInt } from 'node:crypto'
+import { digestOf, newOpaqueToken } from '../../crypto/opaque-tokens'
 
-/** A link token: 256 random bits, URL-safe. */
-export const newLinkToken = () => Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString('base64url')
+/** A link token is an opaque token (URL-safe). */
+export const newLinkToken = newOpaqueToken
 
 /** A 6-digit code, uniform over 000000–999999. */
 export const newCode = () => String(randomInt(0, 1_000_000)).padStart(6, '0')
 
-const sha256 = (text: string) => new Bun.CryptoHasher('sha256').update(text).digest('hex')
-
 /** Tokens are looked up by their hash: a stolen table holds nothing that opens a link. */
-export const hashLinkToken = (token: string) => sha256(`link:${token}`)
+export const hashLinkToken = (token: string) => digestOf(`link:${token}`)
 
 /**
  * A code's hash is salted with its row id, so equal codes of two rows hash apart. (A 6-digit code can be
  * guessed offline from its hash by anyone who reads the table; what bounds it is its short life and
  * 5 tries, and that such a reader could change the account anyway.)
  */
-export const hashCode = (rowId: string, code: string) => sha256(`code:${rowId}:${code}`)
-
-/** Compares two hex digests in constant time. */
-export const sameDigest = (a: string, b: string) => a.length === b.length && timingSafeEqual(Buffer.from(a), Buffer.from(b))
+export const hashCode = (rowId: string, code: string) => digestOf(`code:${rowId}:${code}`)
 
 /** A lifetime in words, for mail ("1 hour", "24 hours", "90 seconds"). */
 export function inWords(seconds: number): string {
@@ -30,4 +26,4 @@ export function inWords(seconds: number): string {
 }
 
 /** The key of the resend limit: one mail of a kind per address per interval (the address hashed, as in the lockout). */
-export const mailThrottleKey = (kind: string, address: string) => `mail:${kind}:${sha256(address)}`
+export const mailThrottleKey = (kind: string, address: string) => `mail:${kind}:${digestOf(address)}`

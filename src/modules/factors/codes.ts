@@ -1,4 +1,5 @@
 /** Recovery codes, MFA tokens: random strings shown once and stored as digests. */
+import { digestOf, newOpaqueToken } from '../../crypto/opaque-tokens'
 
 const BASE32 = 'abcdefghijklmnopqrstuvwxyz234567'
 export const RECOVERY_CODE_COUNT = 10
@@ -16,9 +17,8 @@ export const normalizeRecoveryCode = (code: string) => code.toLowerCase().replac
  * A recovery code's digest, salted with its owner's id. 80 random bits make a slow hash unnecessary: guessing
  * online is bounded by the lockout, offline by the search space.
  */
-export const hashRecoveryCode = (userId: string, code: string) =>
-	new Bun.CryptoHasher('sha256').update(`${userId}:${normalizeRecoveryCode(code)}`).digest('hex')
+export const hashRecoveryCode = (userId: string, code: string) => digestOf(`${userId}:${normalizeRecoveryCode(code)}`)
 
-/** An MFA token: 256 random bits, base64url; stored as its SHA-256. */
-export const newMfaToken = () => Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString('base64url')
-export const hashMfaToken = (token: string) => new Bun.CryptoHasher('sha256').update(token).digest('hex')
+/** An MFA token is an opaque token, stored as its digest. */
+export const newMfaToken = newOpaqueToken
+export const hashMfaToken = (token: string) => digestOf(token)

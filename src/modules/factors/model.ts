@@ -1,5 +1,6 @@
 import { t } from 'elysia'
 import type { FactorRow } from '../../db/schema'
+import { IssuedId } from '../../http/ids'
 
 const Timestamp = t.String({ format: 'date-time', examples: ['2026-01-01T12:00:00.000Z'] })
 const Base64Url = (maxLength: number) => t.String({ pattern: '^[A-Za-z0-9_-]*$', maxLength })
@@ -19,7 +20,7 @@ const WebAuthnOptions = t.Record(t.String(), t.Unknown(), {
 
 export namespace FactorModel {
 	export const factor = t.Object({
-		id: t.String({ format: 'uuid' }),
+		id: IssuedId(),
 		type: t.Union([t.Literal('totp'), t.Literal('webauthn')]),
 		name: t.String(),
 		status: t.Union([t.Literal('pending'), t.Literal('active')], { description: '`pending` until a code or an attestation proves it' }),

@@ -1,5 +1,6 @@
 import { Elysia, t } from 'elysia'
 import type { Config } from '../../config/env'
+import { isOpaqueToken, newOpaqueToken } from '../../crypto/opaque-tokens'
 import type { authGuard } from '../auth/guard'
 import { Envelope, problemResponses } from '../../http/openapi'
 import { envelope } from '../../http/problem'
@@ -41,7 +42,7 @@ export const oidcModule = ({ signIn, guard, jwt }: OidcModuleDeps) =>
 				const origin = new URL(request.url).origin
 				// One secret per browser, reused by its parallel flows (two tabs), so that neither evicts the other.
 				const existing = cookie[BROWSER_COOKIE]?.value
-				const secret = typeof existing === 'string' && /^[A-Za-z0-9_-]{43}$/.test(existing) ? existing : Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString('base64url')
+				const secret = isOpaqueToken(existing) ? existing : newOpaqueToken()
 				const location = await signIn.start(params.provider, query, secret, origin)
 				cookie[BROWSER_COOKIE]?.set({ value: secret, httpOnly: true, sameSite: 'lax', path: COOKIE_PATH, maxAge: 600, secure: signIn.callbackUrl(params.provider, origin).startsWith('https:') })
 				set.status = 302

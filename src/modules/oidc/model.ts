@@ -1,6 +1,6 @@
 import { t } from 'elysia'
 import type { identities } from '../../db/schema'
-import { AccountId, Id } from '../../http/ids'
+import { AccountId, Id, IssuedId } from '../../http/ids'
 
 /** RFC 7636: a verifier is 43–128 characters of [A-Za-z0-9-._~]; an S256 challenge is 43 base64url characters. */
 const CodeChallenge = t.String({ pattern: '^[A-Za-z0-9_-]{43}$', description: 'BASE64URL(SHA-256(codeVerifier)), RFC 7636 S256', examples: ['E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM'] })
@@ -28,7 +28,7 @@ export namespace OidcModel {
 	)
 
 	export const identity = t.Object({
-		id: t.String({ format: 'uuid' }),
+		id: IssuedId(),
 		provider: t.String(),
 		subject: t.String({ description: 'the account’s id at the provider (`sub`)' }),
 		email: t.Union([t.String(), t.Null()], { description: 'the address the provider gave when the identity was linked' }),

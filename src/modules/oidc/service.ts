@@ -1,7 +1,7 @@
-import { timingSafeEqual } from 'node:crypto'
 import { and, count, eq, gt, isNull, lt, ne, or, sql } from 'drizzle-orm'
 import * as oidc from 'openid-client'
 import type { Config, OidcProviderSettings } from '../../config/env'
+import { digestOf, newOpaqueToken, sameDigest } from '../../crypto/opaque-tokens'
 import { isDatabaseUnavailable, loggableError, sqlState, type Database } from '../../db/client'
 import type { Logger } from '../../log'
 import type { WayInNotices } from '../../mail/notices'
@@ -53,11 +53,8 @@ const DESCRIPTIONS: Record<ProviderError, string> = {
 	'server-error': 'The sign-in failed on our side; try again',
 }
 
-/** The browser's secret that binds a flow to it (a cookie), and the state that names the flow: only digests are stored. */
-const digest = (value: string) => new Bun.CryptoHasher('sha256').update(value).digest('hex')
-const randomToken = () => Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString('base64url')
 /** RFC 7636 S256: BASE64URL(SHA-256(verifier)). */
-const s256 = (verifier: string) => new Bun.CryptoHasher('sha256').update(verifier).digest('base64url')
+const s256 = (verifier: string) => digestOf(verifier, 'base64url')
 
 const invalidSignInCode = () => new AppError('invalid-code', 'The code is unknown, used, expired, or not for this code verifier: sign in again')
 
@@ -122,7 +119,7 @@ export class ProviderSignIn {
 			if (error instanceof ProviderUnavailable) return this.failure(input.redirectTo, 'provider-unavailable')
 			throw error
 		}
-		return this.newFlow(provider, configuration, input, { browserHash: digest(browserSecret), linkUserId: null }, requestOrigin)
+		return this.newFlow(provider, configuration, input, { browserHash: digestOf(browserSecret), linkUserId: null }, requestOrigin)
 	}
 
 	/**
@@ -151,12 +148,12 @@ export class ProviderSignIn {
 		binding: { browserHash: string | null; linkUserId: string | null; linkAal?: 'aal1' | 'aal2'; linkSessionId?: string },
 		requestOrigin: string,
 	): Promise<string> {
-		const state = randomToken()
+		const state = newOpaqueToken()
 		const nonce = oidc.randomNonce()
 		const providerVerifier = oidc.randomPKCECodeVerifier()
 		await this.deps.db.insert(oidcFlows).values({
 			id: Bun.randomUUIDv7(),
-			stateHash: digest(state),
+			stateHash: digestOf(state),
 			...binding,
 			provider: provider.id,
 			nonce,
@@ -193,11 +190,11 @@ export class ProviderSignIn {
 					.set({ usedAt: sql`now()` })
 					.where(
 						and(
-							eq(oidcFlows.stateHash, digest(query.state)),
+							eq(oidcFlows.stateHash, digestOf(query.state)),
 							eq(oidcFlows.provider, provider.id),
 							isNull(oidcFlows.usedAt),
 							gt(oidcFlows.expiresAt, sql`now()`),
-							or(isNull(oidcFlows.browserHash), eq(oidcFlows.browserHash, browserSecret ? digest(browserSecret) : '')),
+							or(isNull(oidcFlows.browserHash), eq(oidcFlows.browserHash, browserSecret ? digestOf(browserSecret) : '')),
 						),
 					)
 					.returning()
@@ -271,10 +268,10 @@ export class ProviderSignIn {
 	}
 
 	private async issueCode(db: Queryable, provider: OidcProviderSettings, flow: typeof oidcFlows.$inferSelect, user: UserRow, link?: { subject: string; email: string | null }) {
-		const code = randomToken()
+		const code = newOpaqueToken()
 		await db.insert(signInCodes).values({
 			id: Bun.randomUUIDv7(),
-			codeHash: digest(code),
+			codeHash: digestOf(code),
 			userId: user.id,
 			credentialsVersion: user.credentialsVersion,
 			provider: provider.id,
@@ -379,7 +376,7 @@ export class ProviderSignIn {
 		const [spent] = await db
 			.update(signInCodes)
 			.set({ usedAt: sql`now()` })
-			.where(and(eq(signInCodes.codeHash, digest(code)), isNull(signInCodes.usedAt), gt(signInCodes.expiresAt, sql`now()`)))
+			.where(and(eq(signInCodes.codeHash, digestOf(code)), isNull(signInCodes.usedAt), gt(signInCodes.expiresAt, sql`now()`)))
 			.returning()
 		if (!spent || !sameDigest(spent.codeChallenge, s256(codeVerifier))) throw invalidSignInCode()
 		const [user] = await db.select().from(users).where(eq(users.id, spent.userId))
@@ -478,13 +475,6 @@ export function oneLineName(raw: string): string {
 		kept += char
 	}
 	return kept.trimEnd()
-}
-
-/** Equal strings of digests, compared in constant time. */
-function sameDigest(a: string, b: string) {
-	const left = Buffer.from(a)
-	const right = Buffer.from(b)
-	return left.length === right.length && timingSafeEqual(left, right)
 }
 
 /** A network failure or timeout talking to the provider, as opposed to an answer that failed a check. */

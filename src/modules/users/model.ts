@@ -1,6 +1,6 @@
 import { Value } from '@sinclair/typebox/value'
 import { t } from 'elysia'
-import { AccountId, Id } from '../../http/ids'
+import { AccountId, Id, IssuedId } from '../../http/ids'
 import { queryDateTime, queryInteger } from '../../http/problem'
 import type { UserRow } from '../../db/schema'
 
@@ -49,7 +49,7 @@ const Sort = t.Union([t.Literal('createdAt'), t.Literal('-createdAt'), t.Literal
 export namespace UserModel {
 	export const user = t.Object(
 		{
-			id: t.String({ format: 'uuid' }),
+			id: IssuedId(),
 			email: StoredEmail,
 			name: t.String(),
 			role: Role,
@@ -106,7 +106,7 @@ export namespace UserModel {
 	})
 
 	export const session = t.Object({
-		id: t.String({ format: 'uuid' }),
+		id: IssuedId(),
 		createdAt: Timestamp,
 		lastUsedAt: Timestamp,
 		expiresAt: Timestamp,

@@ -1,6 +1,6 @@
 import type { TLiteral } from '@sinclair/typebox'
 import { t, type TSchema } from 'elysia'
-import { Id } from '../../http/ids'
+import { Id, IssuedId } from '../../http/ids'
 import { queryInteger } from '../../http/problem'
 import { SESSION_END_REASONS } from '../auth/model'
 import { FactorModel } from '../factors/model'
@@ -26,7 +26,7 @@ export const Secret = t.String({ pattern: '^whsec_[A-Za-z0-9+/]+={0,2}$', descri
 
 export namespace WebhookModel {
 	export const endpoint = t.Object({
-		id: t.String({ format: 'uuid' }),
+		id: IssuedId(),
 		url: t.String(),
 		description: t.String(),
 		events: t.Array(t.String()),
@@ -64,8 +64,8 @@ export namespace WebhookModel {
 	})
 
 	export const delivery = t.Object({
-		id: t.String({ format: 'uuid' }),
-		eventId: t.String({ format: 'uuid', description: 'the `webhook-id` header: the same at every attempt' }),
+		id: IssuedId(),
+		eventId: IssuedId({ description: 'the `webhook-id` header: the same at every attempt' }),
 		eventType: t.String({ examples: ['user.created', PING_EVENT] }),
 		status: t.Union([t.Literal('pending'), t.Literal('succeeded'), t.Literal('failed')]),
 		createdAt: Timestamp,
@@ -85,7 +85,7 @@ export namespace WebhookModel {
 
 	export const deliveries = t.Object({ items: t.Array(delivery), nextCursor: Nullable(t.String()), limit: t.Integer() })
 
-	export const ping = t.Object({ deliveryId: t.String({ format: 'uuid' }), eventId: t.String({ format: 'uuid' }) })
+	export const ping = t.Object({ deliveryId: IssuedId(), eventId: IssuedId() })
 }
 
 export type WebhookEndpointResource = typeof WebhookModel.endpoint.static
@@ -94,21 +94,20 @@ export type CreateWebhookInput = typeof WebhookModel.create.static
 export type ReplaceWebhookInput = typeof WebhookModel.replace.static
 export type DeliveriesQuery = typeof WebhookModel.deliveriesQuery.static
 
-const Uuid = t.String({ format: 'uuid' })
 const UserData = t.Object({ user: UserModel.user })
 // A session as GET /users/{id}/sessions shows it, without `current` (no request is current here), with its user and assurance.
 const { current: _current, ...sessionFields } = UserModel.session.properties
 const WebhookSession = t.Object({
 	...sessionFields,
-	userId: Uuid,
+	userId: IssuedId(),
 	amr: t.Array(t.String(), {
 		description: 'how it was established, RFC 8176 values only (`pwd`, `otp`, `hwk`, `mfa`); empty for a sign-in at an identity provider alone, which RFC 8176 has no value for',
 		examples: [['pwd', 'otp', 'mfa']],
 	}),
 	aal: t.Union([t.Literal('aal1'), t.Literal('aal2')]),
 })
-const FactorData = t.Object({ userId: Uuid, factor: FactorModel.factor })
-const IdentityData = t.Object({ userId: Uuid, identity: OidcModel.identity })
+const FactorData = t.Object({ userId: IssuedId(), factor: FactorModel.factor })
+const IdentityData = t.Object({ userId: IssuedId(), identity: OidcModel.identity })
 
 /** The `data` of each event type (API.md: resources as this API shows them, never a secret, hash or token). */
 export const WEBHOOK_PAYLOADS: Record<WebhookEventType | typeof PING_EVENT, { summary: string; data: TSchema }> = {
@@ -140,7 +139,7 @@ export const WEBHOOK_PAYLOADS: Record<WebhookEventType | typeof PING_EVENT, { su
 		data: t.Object({
 			user: UserModel.user,
 			email: t.String({ description: 'the account’s email, as in `user` (kept from before `user` was added)' }),
-			userId: t.String({ format: 'uuid', description: 'the account’s id, as in `user` (before `user` was added, null meant an address no account has: such locks are no longer sent)' }),
+			userId: IssuedId({ description: 'the account’s id, as in `user` (before `user` was added, null meant an address no account has: such locks are no longer sent)' }),
 			reason: t.Union([t.Literal('password'), t.Literal('second-factor')], { description: 'wrong passwords, or wrong second-factor codes' }),
 		}),
 	},
@@ -148,7 +147,7 @@ export const WEBHOOK_PAYLOADS: Record<WebhookEventType | typeof PING_EVENT, { su
 	'factor.removed': { summary: 'An active second factor was removed (by its user or an admin)', data: FactorData },
 	'identity.linked': { summary: "An identity provider's account was linked (at sign-up, by verified email, or by the user)", data: IdentityData },
 	'identity.unlinked': { summary: "An identity provider's account was unlinked", data: IdentityData },
-	[PING_EVENT]: { summary: 'A test from POST /webhooks/{id}/pings, to the pinged endpoint only', data: t.Object({ endpointId: Uuid }) },
+	[PING_EVENT]: { summary: 'A test from POST /webhooks/{id}/pings, to the pinged endpoint only', data: t.Object({ endpointId: IssuedId() }) },
 }
 
 /** The whole body POSTed for an event type. */

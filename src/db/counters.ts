@@ -10,6 +10,8 @@ export interface Count {
 /**
  * Fixed-window counters shared by the rate limits and the login lockout:
  * process memory by default, Redis when several instances must share them.
+ * A store like the database, opened at start and closed at stop, so it sits
+ * beside it: below both http/rate-limit.ts and modules/auth/lockout.ts.
  */
 export interface CounterStore {
 	increment(key: string, windowMs: number): Promise<Count>
