@@ -8,12 +8,10 @@ import { accessTokens, CLOCK_TOLERANCE_SECONDS, issuedInTheFuture, verifyOptions
 import { UUID } from '../../http/ids'
 import { AppError, Forbidden } from '../../http/problem'
 
-/**
- * The bearer guard lives with auth: it verifies auth's own access tokens and reads auth's sessions. Kept in
- * http/ it had to import modules/auth (a lower floor importing a higher one); inverting it (the plugin taking
- * a verifier and a caller finder at composition) would have left every route's `caller` typed only through
- * generics. Every module with guarded routes sits above auth and imports the guard from here.
- */
+// The bearer guard lives with auth: it verifies auth's own access tokens and reads auth's sessions. Kept in
+// http/ it had to import modules/auth (a lower floor importing a higher one); inverting it (the plugin taking
+// a verifier and a caller finder at composition) would have left every route's `caller` typed only through
+// generics. Every module with guarded routes sits above auth and imports the guard from here.
 
 /** Who may call a route: any signed-in account, admins only, or the account named by `:id` (and admins). */
 export type AuthLevel = 'user' | 'admin' | 'self'
