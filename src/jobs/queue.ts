@@ -1,7 +1,6 @@
 import { and, asc, desc, eq, gt, inArray, isNull, lt, lte, or, sql } from 'drizzle-orm'
-import type { Database } from '../db/client'
+import type { Database, Queryable } from '../db/client'
 import { jobs, type JobRow } from '../db/schema'
-import type { Queryable } from '../modules/auth/sessions'
 
 export interface NewJob {
 	queue: string

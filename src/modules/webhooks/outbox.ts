@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm'
-import type { Queryable } from '../auth/sessions'
+import type { Queryable } from '../../db/client'
 
 /** Every event a webhook endpoint can subscribe to (API.md, "Webhooks"). */
 export const WEBHOOK_EVENT_TYPES = [
