@@ -1,26 +1,11 @@
 import { Elysia } from 'elysia'
 import { loggableError, type Database } from '../db/client'
-import type { JobOutcome } from '../http/metrics'
 import type { Logger } from '../log'
+import { JobDeferred, JobFailure, JOB_FINISHED, PermanentJobError, type JobHandler } from './handler'
 import { claimDueJobs, deferJob, failJob, finishJob, purgeFinishedJobs, renewLeases, type ClaimedJob } from './queue'
 
-/**
- * Runs a job. It may finish the job itself, in the transaction that records its outcome (one commit instead
- * of two), and then says so by returning `JOB_FINISHED`.
- */
-export type JobHandler = (payload: Record<string, unknown>, job: ClaimedJob) => Promise<void | typeof JOB_FINISHED>
-
-export const JOB_FINISHED = Symbol('job finished by its handler')
-
-/** A failure that no retry can mend (a payload this version cannot read): the job is given up at once. */
-export class PermanentJobError extends Error {}
-
-/** Not now: the job goes back to the queue for `seconds`, its attempt not counted (nothing was tried). */
-export class JobDeferred extends Error {
-	constructor(readonly seconds: number) {
-		super('deferred')
-	}
-}
+/** What became of an attempt, as the worker tells its observer (the metrics, given at composition). */
+export type JobOutcome = 'done' | 'retry' | 'failed'
 
 export interface JobWorkerOptions {
 	db: Database
@@ -50,7 +35,7 @@ export interface JobWorkerOptions {
 	retentionSeconds?: number
 	/** Purges the queues' own records past their time (the webhook delivery log) a bounded batch at a time; returns how many went. */
 	purgeRecordsStep?: () => Promise<number>
-	/** Told of each attempt's outcome (metrics). */
+	/** Told of each attempt's outcome: the observer given at composition (the metrics), which the worker knows nothing of. */
 	onOutcome?: (queue: string, outcome: JobOutcome) => void
 	/** The queues this worker claims (default: all of them). */
 	queues?: string[]
@@ -240,9 +225,6 @@ export class JobWorker {
 		}
 	}
 }
-
-/** A handler's failure with a message safe to log and store (no address, no SMTP dialogue). */
-export class JobFailure extends Error {}
 
 /**
  * Both workers (mail, webhooks), woken on every instance when a transaction that queued jobs commits:
