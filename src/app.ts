@@ -24,6 +24,7 @@ import { AuthService } from './modules/auth/service'
 import { sessionUpkeep } from './modules/auth/session-upkeep'
 import { health } from './modules/health'
 import { jwks } from './modules/health/jwks'
+import { JOBS_CHANNEL } from './jobs/queue'
 import { BackgroundJobs, backgroundJobs, JobWorker } from './jobs/worker'
 import { createMailer, sendMailJob } from './mail/mailer'
 import { WayInNotices } from './mail/notices'
@@ -39,7 +40,7 @@ import { usersModule } from './modules/users'
 import { webhooksModule } from './modules/webhooks'
 import { systemResolver, type ResolveHost } from './modules/webhooks/destination'
 import { purgeWebhookLogStep, WebhookDelivery } from './modules/webhooks/delivery'
-import { JOBS_CHANNEL, WEBHOOK_QUEUE } from './modules/webhooks/outbox'
+import { WEBHOOK_QUEUE } from './modules/webhooks/outbox'
 import { WebhookSender } from './modules/webhooks/sender'
 import { WebhookService } from './modules/webhooks/service'
 import { UsersService } from './modules/users/service'
@@ -116,7 +117,6 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 	const mailer = createMailer(config.mail, log)
 	const mailTemplates = templates ?? new MailTemplates(config.mail.templatesDir)
 	const notices = new WayInNotices({ templates: mailTemplates, appName: config.mail.appName, recoveryUrl: config.mail.recoveryUrl })
-	let wakeJobs = () => {}
 	const email = new EmailService({
 		db,
 		audit,
@@ -126,7 +126,6 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		templates: mailTemplates,
 		settings: config.mail,
 		passwordProblem: (password) => passwordProblem(password, config.password.minLength),
-		wakeJobs: () => wakeJobs(),
 		notices,
 	})
 	const jobs = new JobWorker({
@@ -135,10 +134,8 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		pollSeconds: config.jobs.pollSeconds,
 		retrySeconds: config.jobs.retrySeconds,
 		onOutcome: (queue, outcome) => metrics.job(queue, outcome),
-		queues: [MAIL_QUEUE, MAIL_REQUEST_QUEUE],
 		handlers: { [MAIL_QUEUE]: sendMailJob(mailer), [MAIL_REQUEST_QUEUE]: (payload) => email.handleRequest(payload) },
 	})
-	wakeJobs = () => jobs.wake()
 	const destinations = { allowHttp: config.webhooks.allowHttp, allowPrivateNetworks: config.webhooks.allowPrivateNetworks, resolve: resolveHost }
 	const webhooks = new WebhookService({ db, audit, dataKeys, destinations })
 	const webhookDelivery = new WebhookDelivery({
@@ -163,7 +160,6 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		concurrency: config.webhooks.concurrency,
 		claimAtLeast: Math.max(1, Math.floor(config.webhooks.concurrency / 8)),
 		onOutcome: (queue, outcome) => metrics.job(queue, outcome),
-		queues: [WEBHOOK_QUEUE],
 		retryDelay: webhookDelivery.retryDelay,
 		purgeRecordsStep: () => purgeWebhookLogStep(db),
 		handlers: { [WEBHOOK_QUEUE]: webhookDelivery.handle },
@@ -255,7 +251,9 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		.use(problemHandler(log, routeTable, config.rateLimit.windowSeconds))
 		.onStop(() => store.close())
 		.onStop(() => mailer.close())
-		.use(backgroundJobs(new BackgroundJobs(jobs, webhookJobs, (onNotify) => database.listen(JOBS_CHANNEL, onNotify), log)))
+		.use(backgroundJobs(new BackgroundJobs([jobs, webhookJobs], (onNotify) => database.listen(JOBS_CHANNEL, onNotify), log)))
+		.decorate('jobs', jobs)
+		.decorate('webhookJobs', webhookJobs)
 		.use(
 			sessionUpkeep({
 				db,

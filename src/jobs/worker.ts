@@ -10,8 +10,9 @@ export type JobOutcome = 'done' | 'retry' | 'failed'
 export interface JobWorkerOptions {
 	db: Database
 	log: Logger
+	/** The job kinds this worker runs, each queue's handler, registered at composition; it claims only these queues. */
 	handlers: Record<string, JobHandler>
-	/** How often to look for jobs queued by other instances (this one's own are run at once, see `wake`). */
+	/** How often to look for due jobs unwoken: retries coming due, and jobs whose wake-up was missed. */
 	pollSeconds: number
 	/** The first retry's delay; each next one doubles, up to `maxDelaySeconds`. */
 	retrySeconds: number
@@ -58,10 +59,10 @@ export function retryDelaySeconds(attempts: number, ageSeconds: number, { retryS
 }
 
 /**
- * Runs the jobs of the `jobs` table: mail, and webhooks (with a worker of their own, so that slow receivers
- * never hold up mail). Every instance runs one of each; they share the work through `claimDueJobs` (each job
- * is run by one of them at a time). A job queued here is run at
- * once (`wake`); one queued elsewhere within `pollSeconds`. A failed job is retried at growing delays
+ * Runs the jobs of the queues whose handlers it was given. Every instance runs the same workers; they share the
+ * work through `claimDueJobs` (each job is run by one of them at a time). A job is run as soon as the
+ * transaction that queued it commits (its NOTIFY wakes every instance: `BackgroundJobs`), or failing that
+ * within `pollSeconds`. A failed job is retried at growing delays
  * for `retryForSeconds`; a job whose worker died is claimed again when its lease ends (a live worker renews
  * the leases of the jobs it runs).
  */
@@ -98,6 +99,10 @@ export class JobWorker {
 		this.heartbeat = undefined
 	}
 
+	private get queues() {
+		return this.options.queues ?? Object.keys(this.options.handlers)
+	}
+
 	private get leaseSeconds() {
 		return this.options.leaseSeconds ?? JOB_LEASE_SECONDS
 	}
@@ -120,7 +125,7 @@ export class JobWorker {
 		}
 	}
 
-	/** Looks for due jobs now (after this instance queued one). Does nothing while stopped. */
+	/** Looks for due jobs now (a transaction that queued some committed). Does nothing while stopped. */
 	wake() {
 		if (!this.started) return
 		if (this.claiming) {
@@ -163,7 +168,7 @@ export class JobWorker {
 			while (this.started) {
 				const free = concurrency - this.running.size
 				if (free <= 0 || (this.running.size > 0 && free < claimAtLeast)) return
-				const claimed = await claimDueJobs(db, free, this.leaseSeconds, this.options.queues)
+				const claimed = await claimDueJobs(db, free, this.leaseSeconds, this.queues)
 				for (const job of claimed) this.track(job)
 				if (claimed.length < free) return
 			}
@@ -227,29 +232,28 @@ export class JobWorker {
 }
 
 /**
- * Both workers (mail, webhooks), woken on every instance when a transaction that queued jobs commits:
- * `listen` is PostgreSQL's LISTEN/NOTIFY (PGlite has it too), so no instance waits for its next poll.
+ * An instance's workers (one per group of job kinds: webhooks have their own, so that slow receivers never hold
+ * up mail), woken on every instance when a transaction that queued jobs commits: `listen` is PostgreSQL's
+ * LISTEN/NOTIFY on JOBS_CHANNEL (PGlite has it too), the signal every enqueue sends (`queue.ts`), so no instance,
+ * this one included, waits for its next poll.
  */
 export class BackgroundJobs {
 	private unlisten: (() => Promise<void>) | undefined
 
 	constructor(
-		readonly mail: JobWorker,
-		readonly webhooks: JobWorker,
+		private readonly workers: JobWorker[],
 		private readonly listen: (onNotify: () => void) => Promise<() => Promise<void>>,
 		private readonly log: Logger,
 	) {}
 
 	async start() {
-		this.mail.start()
-		this.webhooks.start()
+		for (const worker of this.workers) worker.start()
 		try {
 			this.unlisten ??= await this.listen(() => {
-				this.webhooks.wake()
-				this.mail.wake()
+				for (const worker of this.workers) worker.wake()
 			})
 		} catch (error) {
-			// Without the signal, other instances' jobs are still found at the next poll.
+			// Without the signal, jobs are still found at the next poll.
 			this.log.warn({ error: loggableError(error) }, 'could not listen for queued jobs; polling only')
 		}
 	}
@@ -259,15 +263,13 @@ export class BackgroundJobs {
 		const unlisten = this.unlisten
 		this.unlisten = undefined
 		await unlisten?.().catch(() => {})
-		await Promise.all([this.mail.stop(), this.webhooks.stop()])
+		await Promise.all(this.workers.map((worker) => worker.stop()))
 	}
 }
 
-/** The workers as a plugin: started and stopped with the server; `app.decorator.jobs` (mail), `.webhookJobs` and `.backgroundJobs` for tests and shutdown. */
+/** The workers as a plugin: started and stopped with the server; `app.decorator.backgroundJobs` for tests and shutdown. */
 export const backgroundJobs = (jobs: BackgroundJobs) =>
 	new Elysia({ name: 'background-jobs' })
-		.decorate('jobs', jobs.mail)
-		.decorate('webhookJobs', jobs.webhooks)
 		.decorate('backgroundJobs', jobs)
 		.onStart(() => jobs.start())
 		.onStop(() => jobs.stop())
