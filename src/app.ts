@@ -24,7 +24,8 @@ import { AuthService } from './modules/auth/service'
 import { sessionUpkeep } from './modules/auth/session-upkeep'
 import { health } from './modules/health'
 import { jwks } from './modules/health/jwks'
-import { JOBS_CHANNEL } from './jobs/queue'
+import { FINISHED_JOB_RETENTION_SECONDS, JOBS_CHANNEL, purgeFinishedJobs } from './jobs/queue'
+import { inSteps, Schedule, scheduled } from './jobs/schedule'
 import { BackgroundJobs, backgroundJobs, JobWorker } from './jobs/worker'
 import { createMailer, sendMailJob } from './mail/mailer'
 import { WayInNotices } from './mail/notices'
@@ -161,9 +162,12 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		claimAtLeast: Math.max(1, Math.floor(config.webhooks.concurrency / 8)),
 		onOutcome: (queue, outcome) => metrics.job(queue, outcome),
 		retryDelay: webhookDelivery.retryDelay,
-		purgeRecordsStep: () => purgeWebhookLogStep(db),
 		handlers: { [WEBHOOK_QUEUE]: webhookDelivery.handle },
 	})
+	// The one schedule of periodic upkeep; each part that needs some adds its tasks.
+	const schedule = new Schedule(log)
+		.every('finished-job purge', 600, (stopping) => inSteps(() => purgeFinishedJobs(db, FINISHED_JOB_RETENTION_SECONDS), stopping))
+		.every('webhook log purge', 600, (stopping) => inSteps(() => purgeWebhookLogStep(db), stopping))
 	const auth = new AuthService({
 		db,
 		audit,
@@ -256,6 +260,7 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		.decorate('webhookJobs', webhookJobs)
 		.use(
 			sessionUpkeep({
+				schedule,
 				db,
 				log,
 				retentionSeconds: config.sessions.retentionSeconds,
@@ -263,6 +268,7 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 				purgeSignInLeftovers: async () => (await factors.purgeExpired()) + (await providerSignIn.purgeExpired()) + (await email.purgeCodeFailures()),
 			}),
 		)
+		.use(scheduled(schedule))
 		.use(docs({ enabled: config.docsEnabled, path: DOCS_PATH }))
 		.use(jwks(keys))
 		.use(config.metrics.enabled ? metricsRoute(metrics, config.metrics.token) : new Elysia({ name: 'metrics-disabled' }))

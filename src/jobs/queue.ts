@@ -180,6 +180,9 @@ export async function deferJob(db: Database, claim: JobClaim, delaySeconds: numb
 		.where(heldBy(claim))
 }
 
+/** How long a finished job is kept: it carries the resend limits (`queuedSince`) and is the queue's record. */
+export const FINISHED_JOB_RETENTION_SECONDS = 7 * 86_400
+
 /** Deletes finished jobs older than `retentionSeconds`, a bounded batch at a time; returns how many went. */
 export async function purgeFinishedJobs(db: Database, retentionSeconds: number, batch = 1000): Promise<number> {
 	const old = db

@@ -2,7 +2,7 @@ import { Elysia } from 'elysia'
 import { loggableError, type Database } from '../db/client'
 import type { Logger } from '../log'
 import { JobDeferred, JobFailure, JOB_FINISHED, PermanentJobError, type JobHandler } from './handler'
-import { claimDueJobs, deferJob, failJob, finishJob, purgeFinishedJobs, renewLeases, type ClaimedJob } from './queue'
+import { claimDueJobs, deferJob, failJob, finishJob, renewLeases, type ClaimedJob } from './queue'
 
 /** What became of an attempt, as the worker tells its observer (the metrics, given at composition). */
 export type JobOutcome = 'done' | 'retry' | 'failed'
@@ -32,13 +32,9 @@ export interface JobWorkerOptions {
 	/** A job keeps being retried until it is this old. */
 	retryForSeconds?: number
 	maxDelaySeconds?: number
-	/** Finished jobs are kept this long (they also carry the resend limits). */
-	retentionSeconds?: number
-	/** Purges the queues' own records past their time (the webhook delivery log) a bounded batch at a time; returns how many went. */
-	purgeRecordsStep?: () => Promise<number>
 	/** Told of each attempt's outcome: the observer given at composition (the metrics), which the worker knows nothing of. */
 	onOutcome?: (queue: string, outcome: JobOutcome) => void
-	/** The queues this worker claims (default: all of them). */
+	/** The queues this worker claims (default: those of its handlers). */
 	queues?: string[]
 	/** A retry schedule of the queues' own, instead of the doubling delays: undefined gives the job up. */
 	retryDelay?: (attempts: number, ageSeconds: number) => number | undefined
@@ -76,7 +72,6 @@ export class JobWorker {
 	private started = false
 	private claiming: Promise<void> | undefined
 	private claimAgain = false
-	private lastPurge = 0
 
 	constructor(private readonly options: JobWorkerOptions) {}
 
@@ -156,7 +151,6 @@ export class JobWorker {
 		this.timer = setTimeout(() => {
 			if (!this.started) return
 			this.wake()
-			void this.purgeNowAndThen()
 			this.schedule()
 		}, this.options.pollSeconds * 1000)
 		this.timer.unref()
@@ -214,19 +208,6 @@ export class JobWorker {
 			this.options.onOutcome?.(job.queue, delay === undefined ? 'failed' : 'retry')
 			// If this write fails too, the lease ends and the job is claimed again.
 			await failJob(db, job, message.slice(0, 200), delay).catch(() => {})
-		}
-	}
-
-	private async purgeNowAndThen() {
-		if (Date.now() - this.lastPurge < 600_000) return
-		this.lastPurge = Date.now()
-		try {
-			const retention = this.options.retentionSeconds ?? 7 * 86_400
-			while ((await purgeFinishedJobs(this.options.db, retention)) > 0 && this.started) {}
-			const { purgeRecordsStep } = this.options
-			if (purgeRecordsStep) while ((await purgeRecordsStep()) > 0 && this.started) {}
-		} catch (error) {
-			this.options.log.warn({ error: loggableError(error) }, 'purge of finished jobs failed; retrying later')
 		}
 	}
 }
