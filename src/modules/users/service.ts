@@ -67,7 +67,7 @@ export interface UsersServiceDeps {
 	/** With an active second factor, users' own password and email changes need an aal2 session. */
 	stepUp: Pick<FactorsService, 'requireStepUp'>
 	/** The mails of sign-up and email change, written in the same transaction as the account. */
-	email: Pick<EmailService, 'verification' | 'onSignUp' | 'onEmailChangeRequested' | 'assertMailAvailable' | 'wake'>
+	email: Pick<EmailService, 'verification' | 'onSignUp' | 'onEmailChangeRequested' | 'assertMailAvailable'>
 	passwordMinLength: number
 	signupEnabled: boolean
 	/** REAUTHENTICATION_SECONDS: without `currentPassword`, a user's own password or email change needs a check this recent. */
@@ -108,12 +108,12 @@ export class UsersService {
 		this.checkPassword(input.password)
 		const passwordHash = await this.deps.hasher.hash(input.password)
 		const { email } = this.deps
-		const { user, mailed } = await this.deps.db.transaction(async (tx) => {
+		const user = await this.deps.db.transaction(async (tx) => {
 			const user = await insertUser(tx, { email: input.email, name: input.name ?? '', role: input.role ?? 'user', passwordHash })
 			await recordWebhookEvents(tx, userChangeEvents(null, user))
-			return { user, mailed: await email.onSignUp(tx, user) }
+			await email.onSignUp(tx, user)
+			return user
 		})
-		if (mailed) email.wake()
 		await this.deps.audit.record(isAdmin ? 'user.created' : 'user.signed-up', client, {
 			actorId: caller?.user.id ?? user.id,
 			subjectId: user.id,
@@ -223,7 +223,6 @@ export class UsersService {
 			else if (newHash !== undefined) await revokeUserSessions(tx, id, 'password-changed', self ? caller.sessionId : undefined)
 			return { before: current, row }
 		})
-		if (changeWaitsForProof) this.deps.email.wake()
 		await this.auditChanges(updated.before, updated.row, newHash !== undefined, caller, client)
 		return updated.row
 	}
