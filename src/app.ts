@@ -25,6 +25,8 @@ import { SignIn } from './modules/auth/sign-in'
 import { sessionUpkeep } from './modules/auth/session-upkeep'
 import { health } from './modules/health'
 import { jwks } from './modules/health/jwks'
+import { FINISHED_JOB_RETENTION_SECONDS, JOBS_CHANNEL, purgeFinishedJobs } from './jobs/queue'
+import { inSteps, Schedule, scheduled } from './jobs/schedule'
 import { BackgroundJobs, backgroundJobs, JobWorker } from './jobs/worker'
 import { createMailer, sendMailJob } from './mail/mailer'
 import { WayInNotices } from './mail/notices'
@@ -40,7 +42,7 @@ import { usersModule } from './modules/users'
 import { webhooksModule } from './modules/webhooks'
 import { systemResolver, type ResolveHost } from './modules/webhooks/destination'
 import { purgeWebhookLogStep, WebhookDelivery } from './modules/webhooks/delivery'
-import { JOBS_CHANNEL, WEBHOOK_QUEUE } from './modules/webhooks/outbox'
+import { WEBHOOK_QUEUE } from './modules/webhooks/outbox'
 import { WebhookSender } from './modules/webhooks/sender'
 import { WebhookService } from './modules/webhooks/service'
 import { UsersService } from './modules/users/service'
@@ -117,7 +119,6 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 	const mailer = createMailer(config.mail, log)
 	const mailTemplates = templates ?? new MailTemplates(config.mail.templatesDir)
 	const notices = new WayInNotices({ templates: mailTemplates, appName: config.mail.appName, recoveryUrl: config.mail.recoveryUrl })
-	let wakeJobs = () => {}
 	const email = new EmailService({
 		db,
 		audit,
@@ -127,7 +128,6 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		templates: mailTemplates,
 		settings: config.mail,
 		passwordProblem: (password) => passwordProblem(password, config.password.minLength),
-		wakeJobs: () => wakeJobs(),
 		notices,
 	})
 	const jobs = new JobWorker({
@@ -136,10 +136,8 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		pollSeconds: config.jobs.pollSeconds,
 		retrySeconds: config.jobs.retrySeconds,
 		onOutcome: (queue, outcome) => metrics.job(queue, outcome),
-		queues: [MAIL_QUEUE, MAIL_REQUEST_QUEUE],
 		handlers: { [MAIL_QUEUE]: sendMailJob(mailer), [MAIL_REQUEST_QUEUE]: (payload) => email.handleRequest(payload) },
 	})
-	wakeJobs = () => jobs.wake()
 	const destinations = { allowHttp: config.webhooks.allowHttp, allowPrivateNetworks: config.webhooks.allowPrivateNetworks, resolve: resolveHost }
 	const webhooks = new WebhookService({ db, audit, dataKeys, destinations })
 	const webhookDelivery = new WebhookDelivery({
@@ -164,9 +162,7 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		concurrency: config.webhooks.concurrency,
 		claimAtLeast: Math.max(1, Math.floor(config.webhooks.concurrency / 8)),
 		onOutcome: (queue, outcome) => metrics.job(queue, outcome),
-		queues: [WEBHOOK_QUEUE],
 		retryDelay: webhookDelivery.retryDelay,
-		purgeRecordsStep: () => purgeWebhookLogStep(db),
 		handlers: { [WEBHOOK_QUEUE]: webhookDelivery.handle },
 	})
 	// The one road every way of signing in ends on; the factors module tells it whether a second factor is owed.
@@ -179,6 +175,10 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		sessionsPerUserMax: config.sessions.perUserMax,
 		mfaRequired: config.mfa.required,
 	})
+	// The one schedule of periodic upkeep; each part that needs some adds its tasks.
+	const schedule = new Schedule(log)
+		.every('finished-job purge', 600, (stopping) => inSteps(() => purgeFinishedJobs(db, FINISHED_JOB_RETENTION_SECONDS), stopping))
+		.every('webhook log purge', 600, (stopping) => inSteps(() => purgeWebhookLogStep(db), stopping))
 	const auth = new AuthService({
 		db,
 		audit,
@@ -264,9 +264,12 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		.use(problemHandler(log, routeTable, config.rateLimit.windowSeconds))
 		.onStop(() => store.close())
 		.onStop(() => mailer.close())
-		.use(backgroundJobs(new BackgroundJobs(jobs, webhookJobs, (onNotify) => database.listen(JOBS_CHANNEL, onNotify), log)))
+		.use(backgroundJobs(new BackgroundJobs([jobs, webhookJobs], (onNotify) => database.listen(JOBS_CHANNEL, onNotify), log)))
+		.decorate('jobs', jobs)
+		.decorate('webhookJobs', webhookJobs)
 		.use(
 			sessionUpkeep({
+				schedule,
 				db,
 				log,
 				retentionSeconds: config.sessions.retentionSeconds,
@@ -274,6 +277,7 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 				purgeSignInLeftovers: async () => (await factors.purgeExpired()) + (await providerSignIn.purgeExpired()) + (await email.purgeCodeFailures()),
 			}),
 		)
+		.use(scheduled(schedule))
 		.use(docs({ enabled: config.docsEnabled, path: DOCS_PATH }))
 		.use(jwks(keys))
 		.use(config.metrics.enabled ? metricsRoute(metrics, config.metrics.token) : new Elysia({ name: 'metrics-disabled' }))

@@ -190,7 +190,8 @@ async function serve(config: Config, log: Logger): Promise<number> {
 			await app.stop(true)
 		}
 		// Mails and webhooks being sent finish (each is bounded); the rest wait in the outbox for the next start.
-		await app.decorator.backgroundJobs.stop()
+		// An upkeep round in progress ends after its current step.
+		await Promise.all([app.decorator.backgroundJobs.stop(), app.decorator.schedule.stop()])
 		await database.close()
 		log.info('stopped')
 		log.flush()

@@ -19,6 +19,9 @@ import { unpackSnapshotIfEmpty } from './snapshot'
 /** The one Drizzle handle type; both drivers produce it. */
 export type Database = PgDatabase<PgQueryResultHKT, typeof schema>
 
+/** A Drizzle handle or an open transaction on it. */
+export type Queryable = Pick<Database, 'select' | 'insert' | 'update' | 'delete' | 'execute'>
+
 export interface DatabaseHandle {
 	db: Database
 	kind: 'postgres' | 'pglite'

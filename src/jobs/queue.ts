@@ -1,7 +1,6 @@
-import { and, asc, desc, eq, gt, inArray, isNull, lt, lte, or, sql } from 'drizzle-orm'
-import type { Database } from '../db/client'
+import { and, asc, desc, eq, gt, inArray, isNull, lt, lte, or, sql, type SQL } from 'drizzle-orm'
+import type { Database, Queryable } from '../db/client'
 import { jobs, type JobRow } from '../db/schema'
-import type { Queryable } from '../modules/auth/sessions'
 
 export interface NewJob {
 	queue: string
@@ -12,11 +11,68 @@ export interface NewJob {
 	priority?: number
 }
 
-/** Adds a job; written with the caller's transaction, so it exists exactly when the change that asked for it does. */
+/** Told at the commit of every transaction that queued jobs, so that a worker on any instance wakes at once (`BackgroundJobs`). */
+export const JOBS_CHANNEL = 'latchkey_jobs'
+
+/**
+ * The wake-up of the workers of every instance, once per queue of the `source` rows. PostgreSQL delivers a
+ * NOTIFY at commit, never on rollback, and folds its repeats within a transaction: the workers wake exactly
+ * when the jobs exist, however many a transaction queued.
+ */
+const wakeUp = (source: SQL) => sql`select pg_notify(${JOBS_CHANNEL}, queue) from (select distinct queue from ${source}) as woken`
+
+/**
+ * The one statement that writes new jobs: the caller's own WITH queries (`ctes`) if any, the insert of `rows`
+ * (VALUES or a query of id, queue, payload, throttle key and priority), and their wake-up.
+ */
+const queueing = (rows: SQL, ctes?: SQL) => sql`
+	with ${ctes === undefined ? sql.empty() : sql`${ctes},`}
+	queued as (
+		insert into ${jobs} (id, queue, payload, throttle_key, priority) ${rows}
+		returning queue
+	)
+	${wakeUp(sql`queued`)}`
+
+/**
+ * Adds a job; written with the caller's transaction, so it exists exactly when the change that asked for it does,
+ * and the workers wake when that commits (on this instance too: there is no other wake-up to call).
+ */
 export async function enqueue(db: Queryable, job: NewJob): Promise<string> {
 	const id = Bun.randomUUIDv7()
-	await db.insert(jobs).values({ id, queue: job.queue, payload: job.payload, throttleKey: job.throttleKey ?? null, priority: job.priority ?? 0 })
+	const payload = JSON.stringify(job.payload)
+	await db.execute(queueing(sql`values (${id}::uuid, ${job.queue}::text, ${payload}::jsonb, ${job.throttleKey ?? null}::text, ${job.priority ?? 0}::smallint)`))
 	return id
+}
+
+/**
+ * Queues a job of `queue` for each row of `payloads` (a query of one jsonb column, `payload`) over the WITH
+ * queries `ctes`, in the same statement: for an outbox whose jobs stand for the rows it writes there (webhook
+ * deliveries), one round trip however many, and nothing queued nor woken when the query yields no row.
+ */
+export async function enqueueEach(db: Queryable, queue: string, { ctes, payloads }: { ctes: SQL; payloads: SQL }): Promise<void> {
+	await db.execute(queueing(sql`select gen_random_uuid(), ${queue}::text, payload, null, 0 from (${payloads}) as each_job`, ctes))
+}
+
+/**
+ * Runs now, with its attempts counted afresh, the waiting job of `queue` whose payload's `key` is `value` (one
+ * no live claim holds: a job being run is left to end), and wakes the workers at commit. Returns whether there was one.
+ */
+export async function runWaitingJobNow(db: Queryable, queue: string, key: string, value: string): Promise<boolean> {
+	const moved = await db
+		.update(jobs)
+		.set({ runAt: sql`now()`, attempts: 0 })
+		.where(
+			and(
+				eq(jobs.queue, queue),
+				isNull(jobs.finishedAt),
+				or(isNull(jobs.lockedUntil), lt(jobs.lockedUntil, sql`now()`)),
+				sql`${jobs.payload}->>${key} = ${value}`,
+			),
+		)
+		.returning({ id: jobs.id })
+	if (moved.length === 0) return false
+	await db.execute(wakeUp(sql`(select ${queue}::text as queue)`))
+	return true
 }
 
 /** Whether a job with this key was queued in the last `seconds` (whatever became of it). */
@@ -84,16 +140,24 @@ export async function renewLeases(db: Database, claims: JobClaim[], leaseSeconds
 }
 
 /**
- * A job done: its payload goes (a mail's holds its link), its row stays a while as a record. `db` may be the
- * handler's transaction. Returns false, changing nothing, when the claim no longer holds the job.
+ * Jobs done: their payloads go (a mail's holds its link), their rows stay a while as a record. `db` may be the
+ * handler's transaction (one that records the jobs' outcome). A job no longer held by its claim (it stalled
+ * past its lease and another claim took it) is left to that claim. Returns how many were finished.
  */
-export async function finishJob(db: Queryable, claim: JobClaim): Promise<boolean> {
+export async function finishJobs(db: Queryable, claims: JobClaim[]): Promise<number> {
+	if (claims.length === 0) return 0
+	// Claim ids are unique to a job's claim, so the two lists match pairwise.
 	const done = await db
 		.update(jobs)
 		.set({ finishedAt: sql`now()`, outcome: 'done', payload: null, lockedUntil: null, lastError: null })
-		.where(heldBy(claim))
+		.where(and(inArray(jobs.id, claims.map((claim) => claim.id)), inArray(jobs.claimId, claims.map((claim) => claim.claimId))))
 		.returning({ id: jobs.id })
-	return done.length > 0
+	return done.length
+}
+
+/** A job done (`finishJobs`); false, changing nothing, when the claim no longer holds the job. */
+export async function finishJob(db: Queryable, claim: JobClaim): Promise<boolean> {
+	return (await finishJobs(db, [claim])) > 0
 }
 
 /** A failed attempt: run again after `delaySeconds`, or give up (`failed`, payload gone) when there is none. Only while the claim holds the job. */
@@ -115,6 +179,9 @@ export async function deferJob(db: Database, claim: JobClaim, delaySeconds: numb
 		.set({ runAt: sql`now() + make_interval(secs => ${delaySeconds})`, lockedUntil: null, attempts: sql`greatest(${jobs.attempts} - 1, 0)` })
 		.where(heldBy(claim))
 }
+
+/** How long a finished job is kept: it carries the resend limits (`queuedSince`) and is the queue's record. */
+export const FINISHED_JOB_RETENTION_SECONDS = 7 * 86_400
 
 /** Deletes finished jobs older than `retentionSeconds`, a bounded batch at a time; returns how many went. */
 export async function purgeFinishedJobs(db: Database, retentionSeconds: number, batch = 1000): Promise<number> {

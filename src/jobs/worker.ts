@@ -1,32 +1,18 @@
 import { Elysia } from 'elysia'
 import { loggableError, type Database } from '../db/client'
-import type { JobOutcome } from '../http/metrics'
 import type { Logger } from '../log'
-import { claimDueJobs, deferJob, failJob, finishJob, purgeFinishedJobs, renewLeases, type ClaimedJob } from './queue'
+import { JobDeferred, JobFailure, JOB_FINISHED, PermanentJobError, type JobHandler } from './handler'
+import { claimDueJobs, deferJob, failJob, finishJob, renewLeases, type ClaimedJob } from './queue'
 
-/**
- * Runs a job. It may finish the job itself, in the transaction that records its outcome (one commit instead
- * of two), and then says so by returning `JOB_FINISHED`.
- */
-export type JobHandler = (payload: Record<string, unknown>, job: ClaimedJob) => Promise<void | typeof JOB_FINISHED>
-
-export const JOB_FINISHED = Symbol('job finished by its handler')
-
-/** A failure that no retry can mend (a payload this version cannot read): the job is given up at once. */
-export class PermanentJobError extends Error {}
-
-/** Not now: the job goes back to the queue for `seconds`, its attempt not counted (nothing was tried). */
-export class JobDeferred extends Error {
-	constructor(readonly seconds: number) {
-		super('deferred')
-	}
-}
+/** What became of an attempt, as the worker tells its observer (the metrics, given at composition). */
+export type JobOutcome = 'done' | 'retry' | 'failed'
 
 export interface JobWorkerOptions {
 	db: Database
 	log: Logger
+	/** The job kinds this worker runs, each queue's handler, registered at composition; it claims only these queues. */
 	handlers: Record<string, JobHandler>
-	/** How often to look for jobs queued by other instances (this one's own are run at once, see `wake`). */
+	/** How often to look for due jobs unwoken: retries coming due, and jobs whose wake-up was missed. */
 	pollSeconds: number
 	/** The first retry's delay; each next one doubles, up to `maxDelaySeconds`. */
 	retrySeconds: number
@@ -46,13 +32,9 @@ export interface JobWorkerOptions {
 	/** A job keeps being retried until it is this old. */
 	retryForSeconds?: number
 	maxDelaySeconds?: number
-	/** Finished jobs are kept this long (they also carry the resend limits). */
-	retentionSeconds?: number
-	/** Purges the queues' own records past their time (the webhook delivery log) a bounded batch at a time; returns how many went. */
-	purgeRecordsStep?: () => Promise<number>
-	/** Told of each attempt's outcome (metrics). */
+	/** Told of each attempt's outcome: the observer given at composition (the metrics), which the worker knows nothing of. */
 	onOutcome?: (queue: string, outcome: JobOutcome) => void
-	/** The queues this worker claims (default: all of them). */
+	/** The queues this worker claims (default: those of its handlers). */
 	queues?: string[]
 	/** A retry schedule of the queues' own, instead of the doubling delays: undefined gives the job up. */
 	retryDelay?: (attempts: number, ageSeconds: number) => number | undefined
@@ -73,10 +55,10 @@ export function retryDelaySeconds(attempts: number, ageSeconds: number, { retryS
 }
 
 /**
- * Runs the jobs of the `jobs` table: mail, and webhooks (with a worker of their own, so that slow receivers
- * never hold up mail). Every instance runs one of each; they share the work through `claimDueJobs` (each job
- * is run by one of them at a time). A job queued here is run at
- * once (`wake`); one queued elsewhere within `pollSeconds`. A failed job is retried at growing delays
+ * Runs the jobs of the queues whose handlers it was given. Every instance runs the same workers; they share the
+ * work through `claimDueJobs` (each job is run by one of them at a time). A job is run as soon as the
+ * transaction that queued it commits (its NOTIFY wakes every instance: `BackgroundJobs`), or failing that
+ * within `pollSeconds`. A failed job is retried at growing delays
  * for `retryForSeconds`; a job whose worker died is claimed again when its lease ends (a live worker renews
  * the leases of the jobs it runs).
  */
@@ -90,7 +72,6 @@ export class JobWorker {
 	private started = false
 	private claiming: Promise<void> | undefined
 	private claimAgain = false
-	private lastPurge = 0
 
 	constructor(private readonly options: JobWorkerOptions) {}
 
@@ -111,6 +92,10 @@ export class JobWorker {
 		await Promise.allSettled([...this.running])
 		clearInterval(this.heartbeat)
 		this.heartbeat = undefined
+	}
+
+	private get queues() {
+		return this.options.queues ?? Object.keys(this.options.handlers)
 	}
 
 	private get leaseSeconds() {
@@ -135,7 +120,7 @@ export class JobWorker {
 		}
 	}
 
-	/** Looks for due jobs now (after this instance queued one). Does nothing while stopped. */
+	/** Looks for due jobs now (a transaction that queued some committed). Does nothing while stopped. */
 	wake() {
 		if (!this.started) return
 		if (this.claiming) {
@@ -166,7 +151,6 @@ export class JobWorker {
 		this.timer = setTimeout(() => {
 			if (!this.started) return
 			this.wake()
-			void this.purgeNowAndThen()
 			this.schedule()
 		}, this.options.pollSeconds * 1000)
 		this.timer.unref()
@@ -178,7 +162,7 @@ export class JobWorker {
 			while (this.started) {
 				const free = concurrency - this.running.size
 				if (free <= 0 || (this.running.size > 0 && free < claimAtLeast)) return
-				const claimed = await claimDueJobs(db, free, this.leaseSeconds, this.options.queues)
+				const claimed = await claimDueJobs(db, free, this.leaseSeconds, this.queues)
 				for (const job of claimed) this.track(job)
 				if (claimed.length < free) return
 			}
@@ -226,48 +210,31 @@ export class JobWorker {
 			await failJob(db, job, message.slice(0, 200), delay).catch(() => {})
 		}
 	}
-
-	private async purgeNowAndThen() {
-		if (Date.now() - this.lastPurge < 600_000) return
-		this.lastPurge = Date.now()
-		try {
-			const retention = this.options.retentionSeconds ?? 7 * 86_400
-			while ((await purgeFinishedJobs(this.options.db, retention)) > 0 && this.started) {}
-			const { purgeRecordsStep } = this.options
-			if (purgeRecordsStep) while ((await purgeRecordsStep()) > 0 && this.started) {}
-		} catch (error) {
-			this.options.log.warn({ error: loggableError(error) }, 'purge of finished jobs failed; retrying later')
-		}
-	}
 }
 
-/** A handler's failure with a message safe to log and store (no address, no SMTP dialogue). */
-export class JobFailure extends Error {}
-
 /**
- * Both workers (mail, webhooks), woken on every instance when a transaction that queued jobs commits:
- * `listen` is PostgreSQL's LISTEN/NOTIFY (PGlite has it too), so no instance waits for its next poll.
+ * An instance's workers (one per group of job kinds: webhooks have their own, so that slow receivers never hold
+ * up mail), woken on every instance when a transaction that queued jobs commits: `listen` is PostgreSQL's
+ * LISTEN/NOTIFY on JOBS_CHANNEL (PGlite has it too), the signal every enqueue sends (`queue.ts`), so no instance,
+ * this one included, waits for its next poll.
  */
 export class BackgroundJobs {
 	private unlisten: (() => Promise<void>) | undefined
 
 	constructor(
-		readonly mail: JobWorker,
-		readonly webhooks: JobWorker,
+		private readonly workers: JobWorker[],
 		private readonly listen: (onNotify: () => void) => Promise<() => Promise<void>>,
 		private readonly log: Logger,
 	) {}
 
 	async start() {
-		this.mail.start()
-		this.webhooks.start()
+		for (const worker of this.workers) worker.start()
 		try {
 			this.unlisten ??= await this.listen(() => {
-				this.webhooks.wake()
-				this.mail.wake()
+				for (const worker of this.workers) worker.wake()
 			})
 		} catch (error) {
-			// Without the signal, other instances' jobs are still found at the next poll.
+			// Without the signal, jobs are still found at the next poll.
 			this.log.warn({ error: loggableError(error) }, 'could not listen for queued jobs; polling only')
 		}
 	}
@@ -277,15 +244,13 @@ export class BackgroundJobs {
 		const unlisten = this.unlisten
 		this.unlisten = undefined
 		await unlisten?.().catch(() => {})
-		await Promise.all([this.mail.stop(), this.webhooks.stop()])
+		await Promise.all(this.workers.map((worker) => worker.stop()))
 	}
 }
 
-/** The workers as a plugin: started and stopped with the server; `app.decorator.jobs` (mail), `.webhookJobs` and `.backgroundJobs` for tests and shutdown. */
+/** The workers as a plugin: started and stopped with the server; `app.decorator.backgroundJobs` for tests and shutdown. */
 export const backgroundJobs = (jobs: BackgroundJobs) =>
 	new Elysia({ name: 'background-jobs' })
-		.decorate('jobs', jobs.mail)
-		.decorate('webhookJobs', jobs.webhooks)
 		.decorate('backgroundJobs', jobs)
 		.onStart(() => jobs.start())
 		.onStop(() => jobs.stop())

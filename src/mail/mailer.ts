@@ -1,7 +1,7 @@
 import nodemailer from 'nodemailer'
 import type { Config } from '../config/env'
 import type { Logger } from '../log'
-import { JobFailure, PermanentJobError } from '../jobs/worker'
+import { JobFailure, PermanentJobError } from '../jobs/handler'
 import type { MailKind, RenderedMail } from './templates'
 
 /** A mail as it waits in the outbox (a job's payload) and goes out. */

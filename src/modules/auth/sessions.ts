@@ -1,6 +1,6 @@
 import { and, asc, desc, eq, gt, inArray, isNull, lt, ne, notExists, sql } from 'drizzle-orm'
 import type { Config } from '../../config/env'
-import type { Database } from '../../db/client'
+import type { Database, Queryable } from '../../db/client'
 import { factors, refreshTokens, sessions, users, type SessionRow, type UserRow } from '../../db/schema'
 import { AppError, NotFound } from '../../http/problem'
 import type { ClientInfo } from '../../http/request-context'
@@ -10,9 +10,7 @@ import type { SessionEndReason } from './model'
 import { hashRefreshToken, newRefreshToken } from './tokens'
 
 export type { SessionEndReason }
-
-/** A Drizzle handle or an open transaction on it. */
-export type Queryable = Pick<Database, 'select' | 'insert' | 'update' | 'delete' | 'execute'>
+export type { Queryable }
 
 export type { ClientInfo }
 

@@ -6,7 +6,7 @@ import { sqlState } from '../../db/client'
 import { emailTokens, users, type EmailTokenRow, type UserRow } from '../../db/schema'
 import { AppError, Conflict, ValidationFailed, type FieldError } from '../../http/problem'
 import { enqueue, queuedSince } from '../../jobs/queue'
-import { PermanentJobError } from '../../jobs/worker'
+import { PermanentJobError } from '../../jobs/handler'
 import type { Mailer, OutgoingMail } from '../../mail/mailer'
 import type { WayInNotices } from '../../mail/notices'
 import { enqueueMail, MAIL_QUEUE } from '../../mail/outbox'
@@ -59,8 +59,6 @@ export interface EmailServiceDeps {
 	settings: Config['mail']
 	/** The password policy (the users module's). */
 	passwordProblem: (password: string) => FieldError | undefined
-	/** Runs this instance's job worker now, after a transaction queued a mail. */
-	wakeJobs: () => void
 	/** Notices of ways in added or removed, and the review after a recovery. */
 	notices: WayInNotices
 }
@@ -92,11 +90,6 @@ export class EmailService {
 		return this.deps.settings.verification
 	}
 
-	/** Runs the job worker now: call after the commit of a transaction that queued a mail. */
-	wake() {
-		this.deps.wakeJobs()
-	}
-
 	/** 503 mail-unavailable where a request needs a mail and none can be sent (production without SMTP). */
 	assertMailAvailable() {
 		if (!this.deps.mailer.available) throw mailUnavailable()
@@ -107,7 +100,6 @@ export class EmailService {
 		this.assertMailAvailable()
 		const request: MailRequest = { purpose, email: normalizeEmail(email), client }
 		await enqueue(this.deps.db, { queue: MAIL_REQUEST_QUEUE, payload: { ...request } })
-		this.deps.wakeJobs()
 	}
 
 	/** The job worker's side of a request: the mail, if the address has an account that should get one. */
@@ -125,7 +117,6 @@ export class EmailService {
 			return changing && (await this.issueAndQueue(tx, changing, 'email-change', request.email)) ? changing : undefined
 		})
 		if (!issued) return
-		this.deps.wakeJobs()
 		await this.deps.audit.record(
 			request.purpose === 'recovery' ? 'password.recovery-requested' : 'email.verification-requested',
 			request.client,
@@ -183,7 +174,6 @@ export class EmailService {
 			return { kind: 'applied' as const, user: updated, before: user, purpose: row.purpose }
 		})
 		if (outcome.kind !== 'applied') return this.refuse(outcome, client)
-		this.deps.wakeJobs()
 		const who = { actorId: outcome.user.id, subjectId: outcome.user.id }
 		if (outcome.purpose === 'email-change') await this.deps.audit.record('email.changed', client, { ...who, details: { confirmed: true } })
 		else await this.deps.audit.record('email.verified', client, who)
@@ -234,7 +224,6 @@ export class EmailService {
 			return { kind: 'reset' as const, user, revoked }
 		})
 		if (outcome.kind !== 'reset') return this.refuse(outcome, client)
-		this.deps.wakeJobs()
 		await lockout.clear(outcome.user.email)
 		await audit.record('password.reset', client, {
 			actorId: outcome.user.id,
@@ -257,7 +246,6 @@ export class EmailService {
 			return locked ? this.issueAndQueue(tx, locked, 'reauthentication', locked.email) : false
 		})
 		if (!queued) return
-		this.deps.wakeJobs()
 		await this.deps.audit.record('reauthentication.code-sent', client, { actorId: user.id, subjectId: user.id })
 	}
 

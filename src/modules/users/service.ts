@@ -51,8 +51,6 @@ export interface AccountMail {
 	onEmailChangeRequested(tx: Queryable, user: UserRow, newEmail: string): Promise<void>
 	/** Throws when no mail can go, before anything waits for one. */
 	assertMailAvailable(): void
-	/** Wakes the mail worker once the transaction that queued mail has committed. */
-	wake(): void
 }
 
 export interface UsersServiceDeps {
@@ -105,12 +103,12 @@ export class UsersService {
 		this.checkPassword(input.password)
 		const passwordHash = await this.deps.hasher.hash(input.password)
 		const { email } = this.deps
-		const { user, mailed } = await this.deps.db.transaction(async (tx) => {
+		const user = await this.deps.db.transaction(async (tx) => {
 			const user = await insertUser(tx, { email: input.email, name: input.name ?? '', role: input.role ?? 'user', passwordHash })
 			await recordWebhookEvents(tx, userChangeEvents(null, user))
-			return { user, mailed: await email.onSignUp(tx, user) }
+			await email.onSignUp(tx, user)
+			return user
 		})
-		if (mailed) email.wake()
 		await this.deps.audit.record(isAdmin ? 'user.created' : 'user.signed-up', client, {
 			actorId: caller?.user.id ?? user.id,
 			subjectId: user.id,
@@ -220,7 +218,6 @@ export class UsersService {
 			else if (newHash !== undefined) await revokeUserSessions(tx, id, 'password-changed', self ? caller.sessionId : undefined)
 			return { before: current, row }
 		})
-		if (changeWaitsForProof) this.deps.email.wake()
 		await this.auditChanges(updated.before, updated.row, newHash !== undefined, caller, client)
 		return updated.row
 	}

@@ -1,9 +1,10 @@
 import { and, eq, inArray, lt, notExists, sql } from 'drizzle-orm'
 import { UnreadableSecret, type DataKeys } from '../../crypto/data-keys'
 import type { Database } from '../../db/client'
-import { jobs, webhookAttempts, webhookDeliveries, webhookEndpoints, webhookEvents, type WebhookEndpointRow } from '../../db/schema'
+import { webhookAttempts, webhookDeliveries, webhookEndpoints, webhookEvents, type WebhookEndpointRow } from '../../db/schema'
 import { GroupCommit } from '../../jobs/group-commit'
-import { JOB_FINISHED, JobDeferred, JobFailure, type JobHandler } from '../../jobs/worker'
+import { JOB_FINISHED, JobDeferred, JobFailure, type JobHandler } from '../../jobs/handler'
+import { finishJobs } from '../../jobs/queue'
 import type { Logger } from '../../log'
 import type { AuditLog } from '../audit/service'
 import type { AttemptOutcome, WebhookSender } from './sender'
@@ -153,7 +154,7 @@ export class WebhookDelivery {
 	 */
 	private async recordAttempts(all: AttemptRecord[]): Promise<RecordedAttempt[]> {
 		const { disableAfterSeconds } = this.deps
-		const ids = (records: AttemptRecord[], key: 'deliveryId' | 'endpointId' | 'jobId' | 'claimId') => [...new Set(records.map((record) => record[key]))]
+		const ids = (records: AttemptRecord[], key: 'deliveryId' | 'endpointId') => [...new Set(records.map((record) => record[key]))]
 		const { kept, turnedOff } = await this.deps.db.transaction(async (tx) => {
 			await tx.execute(sql`set local synchronous_commit = off`)
 			await tx.select({ id: webhookEndpoints.id }).from(webhookEndpoints).where(inArray(webhookEndpoints.id, ids(all, 'endpointId'))).for('key share')
@@ -164,13 +165,9 @@ export class WebhookDelivery {
 			const succeeded = batch.filter((record) => record.outcome.succeeded)
 			const failed = batch.filter((record) => !record.outcome.succeeded)
 			const finished = [...succeeded, ...gone]
-			if (finished.length > 0)
-				await tx
-					.update(jobs)
-					.set({ finishedAt: sql`now()`, outcome: 'done', payload: null, lockedUntil: null, lastError: null })
-					// Claim ids are unique to a job's claim: a job another claim took meanwhile (this one stalled past its
-					// lease) is left to it, and finds the delivery as recorded here.
-					.where(and(inArray(jobs.id, ids(finished, 'jobId')), inArray(jobs.claimId, ids(finished, 'claimId'))))
+			// A job another claim took meanwhile (this one stalled past its lease) is left to it, and finds the
+			// delivery as recorded here.
+			await finishJobs(tx, finished.map(({ jobId, claimId }) => ({ id: jobId, claimId })))
 			if (batch.length === 0) return { kept, turnedOff: new Set<string>() }
 			await tx.insert(webhookAttempts).values(
 				batch.map(({ deliveryId, outcome }) => ({

@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm'
-import type { Queryable } from '../auth/sessions'
+import type { Queryable } from '../../db/client'
+import { enqueueEach } from '../../jobs/queue'
 
 /** Every event a webhook endpoint can subscribe to (API.md, "Webhooks"). */
 export const WEBHOOK_EVENT_TYPES = [
@@ -32,14 +33,11 @@ export interface WebhookEvent {
 /** The background-job queue of webhook deliveries. */
 export const WEBHOOK_QUEUE = 'webhook'
 
-/** Told on commit of every transaction that queued jobs, so that a worker on any instance wakes at once. */
-export const JOBS_CHANNEL = 'latchkey_jobs'
-
 /**
  * The transactional outbox. Written with the caller's transaction: the events exist exactly when the
  * change they report does. One statement stores each event that some enabled endpoint subscribes to, a
- * delivery per such endpoint, and a job per delivery, then NOTIFYs (delivered by PostgreSQL on commit,
- * never on rollback). With no endpoint subscribed it writes nothing.
+ * delivery per such endpoint, and (the queue's `enqueueEach`) a job per delivery with the wake-up of the
+ * workers at commit. With no endpoint subscribed it writes nothing.
  *
  * The endpoints are read FOR KEY SHARE (the lock the foreign key check of the deliveries takes anyway, taken
  * at the read instead): an endpoint deleted by a transaction that commits while this statement runs is
@@ -52,30 +50,27 @@ export async function recordWebhookEvents(db: Queryable, events: WebhookEvent[])
 	if (events.length === 0) return
 	const timestamp = new Date().toISOString()
 	const rows = events.map(({ type, data }) => ({ id: Bun.randomUUIDv7(), type, body: JSON.stringify({ type, timestamp, data }) }))
-	await db.execute(sql`
-		with new_events as (
-			select (e->>'id')::uuid as id, e->>'type' as type, e->>'body' as body
-			from jsonb_array_elements(${JSON.stringify(rows)}::jsonb) as e
-		),
-		targets as (
-			select new_events.id as event_id, endpoint.id as endpoint_id
-			from new_events
-			join webhook_endpoints as endpoint on endpoint.enabled and endpoint.events && array['*', new_events.type]
-			for key share of endpoint
-		),
-		stored as (
-			insert into webhook_events (id, type, body)
-			select id, type, body from new_events where id in (select event_id from targets)
-		),
-		deliveries as (
-			insert into webhook_deliveries (id, endpoint_id, event_id, next_attempt_at)
-			select gen_random_uuid(), endpoint_id, event_id, now() from targets
-			returning id
-		),
-		queued as (
-			insert into jobs (id, queue, payload)
-			select gen_random_uuid(), ${WEBHOOK_QUEUE}, jsonb_build_object('deliveryId', id) from deliveries
-			returning id
-		)
-		select pg_notify(${JOBS_CHANNEL}, ${WEBHOOK_QUEUE}) from (select 1 from queued limit 1) as any_queued`)
+	await enqueueEach(db, WEBHOOK_QUEUE, {
+		ctes: sql`
+			new_events as (
+				select (e->>'id')::uuid as id, e->>'type' as type, e->>'body' as body
+				from jsonb_array_elements(${JSON.stringify(rows)}::jsonb) as e
+			),
+			targets as (
+				select new_events.id as event_id, endpoint.id as endpoint_id
+				from new_events
+				join webhook_endpoints as endpoint on endpoint.enabled and endpoint.events && array['*', new_events.type]
+				for key share of endpoint
+			),
+			stored as (
+				insert into webhook_events (id, type, body)
+				select id, type, body from new_events where id in (select event_id from targets)
+			),
+			deliveries as (
+				insert into webhook_deliveries (id, endpoint_id, event_id, next_attempt_at)
+				select gen_random_uuid(), endpoint_id, event_id, now() from targets
+				returning id
+			)`,
+		payloads: sql`select jsonb_build_object('deliveryId', id) as payload from deliveries`,
+	})
 }

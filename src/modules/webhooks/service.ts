@@ -1,14 +1,15 @@
-import { and, asc, desc, eq, inArray, isNull, lt, or, sql } from 'drizzle-orm'
+import { and, asc, desc, eq, inArray, lt, sql } from 'drizzle-orm'
 import type { Database } from '../../db/client'
-import { jobs, webhookAttempts, webhookDeliveries, webhookEndpoints, webhookEvents, type WebhookEndpointRow } from '../../db/schema'
+import { webhookAttempts, webhookDeliveries, webhookEndpoints, webhookEvents, type WebhookEndpointRow } from '../../db/schema'
 import type { DataKeys } from '../../crypto/data-keys'
 import { decodeIdCursor, encodeIdCursor } from '../../http/pagination'
 import { Conflict, NotFound, ValidationFailed } from '../../http/problem'
+import { enqueue, runWaitingJobNow } from '../../jobs/queue'
 import type { AuditLog, ClientInfo } from '../audit/service'
 import type { Caller, Queryable } from '../auth/sessions'
 import { checkUrlForm, DestinationRefused, permittedAddresses, type DestinationPolicy } from './destination'
 import type { CreateWebhookInput, DeliveriesQuery, ReplaceWebhookInput, WebhookDeliveryResource, WebhookEndpointResource } from './model'
-import { JOBS_CHANNEL, PING_EVENT, WEBHOOK_QUEUE } from './outbox'
+import { PING_EVENT, WEBHOOK_QUEUE } from './outbox'
 
 /** How long the secret before a rotation keeps signing, so receivers can switch without losing a delivery. */
 export const PREVIOUS_SECRET_SECONDS = 24 * 3600
@@ -179,20 +180,7 @@ export class WebhookService {
 				.where(and(eq(webhookDeliveries.id, deliveryId), eq(webhookDeliveries.endpointId, endpointId)))
 				.returning({ id: webhookDeliveries.id })
 			if (!delivery) throw new NotFound('No such delivery of this endpoint')
-			const waiting = await tx
-				.update(jobs)
-				.set({ runAt: sql`now()`, attempts: 0 })
-				.where(
-					and(
-						eq(jobs.queue, WEBHOOK_QUEUE),
-						isNull(jobs.finishedAt),
-						or(isNull(jobs.lockedUntil), lt(jobs.lockedUntil, sql`now()`)),
-						sql`${jobs.payload}->>'deliveryId' = ${deliveryId}`,
-					),
-				)
-				.returning({ id: jobs.id })
-			if (waiting.length === 0) await queueDeliveryJob(tx, deliveryId)
-			else await tx.execute(sql`select pg_notify(${JOBS_CHANNEL}, ${WEBHOOK_QUEUE})`)
+			if (!(await runWaitingJobNow(tx, WEBHOOK_QUEUE, 'deliveryId', deliveryId))) await queueDeliveryJob(tx, deliveryId)
 		})
 	}
 
@@ -222,10 +210,9 @@ export class WebhookService {
 	}
 }
 
-/** A job for a delivery, and the wake-up that makes a worker on any instance take it on commit. */
+/** A job for a delivery, which a worker on any instance takes once the transaction commits. */
 async function queueDeliveryJob(tx: Queryable, deliveryId: string) {
-	await tx.insert(jobs).values({ id: Bun.randomUUIDv7(), queue: WEBHOOK_QUEUE, payload: { deliveryId } })
-	await tx.execute(sql`select pg_notify(${JOBS_CHANNEL}, ${WEBHOOK_QUEUE})`)
+	await enqueue(tx, { queue: WEBHOOK_QUEUE, payload: { deliveryId } })
 }
 
 const notFound = () => new NotFound('No webhook endpoint with this id')
