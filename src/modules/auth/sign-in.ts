@@ -211,7 +211,10 @@ export async function holdCredentials(tx: Queryable, checked: UserRow, upgradedH
 	return held.length === 1
 }
 
-/** The `login.locked` event of a lockout a sign-in's wrong passwords or codes started: this account's sign-ins are refused for a while. */
+/**
+ * The `login.locked` event of a lockout a sign-in's wrong passwords or codes started: the account as the API
+ * shows it (with `email` and `userId`, the members the event had before `user`). Nothing when the account is gone.
+ */
 export async function recordLoginLocked(db: Queryable, userId: string, reason: 'password' | 'second-factor') {
 	const [account] = await db.select().from(users).where(eq(users.id, userId))
 	if (account) await recordWebhookEvents(db, [{ type: 'login.locked', data: { user: toUserResource(account), email: account.email, userId: account.id, reason } }])

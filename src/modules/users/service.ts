@@ -32,15 +32,6 @@ export function userChangeEvents(before: UserRow | null, after: UserRow, passwor
 	return events
 }
 
-/**
- * The `login.locked` event of an account: the account as the API shows it (with `email` and `userId`, the
- * members the event had before `user`). Nothing when the account is gone.
- */
-export async function recordLoginLocked(db: Queryable, userId: string, reason: 'password' | 'second-factor') {
-	const [account] = await db.select().from(users).where(eq(users.id, userId))
-	if (account) await recordWebhookEvents(db, [{ type: 'login.locked', data: { user: toUserResource(account), email: account.email, userId: account.id, reason } }])
-}
-
 /** The mails of sign-up and email change: what the email module gives at composition (app.ts). */
 export interface AccountMail {
 	/** EMAIL_VERIFICATION: whether an address waits for its proof. */
