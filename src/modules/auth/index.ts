@@ -6,8 +6,6 @@ import { envelope } from '../../http/problem'
 import { Envelope, problemResponses } from '../../http/openapi'
 import { toUserResource } from '../users/service'
 import { FactorModel } from '../factors/model'
-
-/** WebAuthn options as plain JSON. */
 import { AuthModel } from './model'
 import type { AuthService, IssuedSession } from './service'
 import type { EmailService } from '../email/service'

@@ -25,8 +25,6 @@ export interface FactorsModuleDeps {
 
 const FactorParams = t.Object({ id: AccountId, factorId: Id() })
 const OwnFactorParams = t.Object({ factorId: Id() })
-/** WebAuthn options as plain JSON: the client's types then name nothing of the server's WebAuthn library. */
-
 /** The caller's own account only, during enrolment-only sessions too. */
 const ENROLMENT = { level: 'user', duringEnrollment: true } as const
 
@@ -63,7 +61,7 @@ export const factorsModule = ({ factors, users, guard }: FactorsModuleDeps) =>
 					return envelope({ factor: toFactorResource(factor), ...enrolment }, 'Scan the code, then activate the factor with a code from the app')
 				}
 				const { factor, options } = located(await factors.enrollWebauthn(caller, body.name, client))
-				return envelope({ factor: toFactorResource(factor), options: options }, 'Create the passkey, then activate the factor with the response')
+				return envelope({ factor: toFactorResource(factor), options }, 'Create the passkey, then activate the factor with the response')
 			},
 			{
 				auth: ENROLMENT,
