@@ -141,11 +141,12 @@ import { createClient } from '@latchkey/client'
 const api = createClient('https://auth.example.com')
 const { data, error } = await api.api.auth.login.post({ email, password })
 if (error) console.log(error.status, error.value.type, error.value.detail) // RFC 9457 problem
+else if ('mfaRequired' in data.data) console.log(data.data.methods) // a second factor is owed: POST /auth/mfa
 else console.log(data.data.user.email)
 \`\`\`
 
 Peer dependencies: \`elysia\` (types only) and \`@elysiajs/eden\`. The version of this package is the server's:
-use the client of the server version you call. See the server's README, "For frontend developers".
+use the client of the server version you call. See the server's docs/frontend.md: login, passkeys, and why \`skipLibCheck\` is needed.
 `
 
 if (import.meta.main) {

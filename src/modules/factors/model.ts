@@ -60,9 +60,6 @@ const CreationOptions = t.Object(
 		),
 		hints: t.Optional(Hints),
 		attestation: t.Optional(t.Union([t.Literal('none'), t.Literal('indirect'), t.Literal('direct'), t.Literal('enterprise')])),
-		attestationFormats: t.Optional(
-			t.Array(t.Union((['fido-u2f', 'packed', 'android-safetynet', 'android-key', 'tpm', 'apple', 'none'] as const).map((format) => t.Literal(format)))),
-		),
 		extensions: t.Optional(ExtensionInputs),
 	},
 	{ description: 'PublicKeyCredentialCreationOptionsJSON: pass to `startRegistration({ optionsJSON })` of @simplewebauthn/browser as is' },
