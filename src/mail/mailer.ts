@@ -57,7 +57,7 @@ type TlsMode = 'implicit TLS' | 'STARTTLS required' | 'STARTTLS if offered' | 'n
  * The transport as nodemailer will use it (the URL's query options applied, its defaults for the port):
  * host, port, how TLS is used, whether certificates are checked, and whether it logs in — never who or how.
  */
-export function describeTransport(transporter: unknown): { host: string; port: number; tls: TlsMode; certificatesChecked: boolean; auth: boolean } {
+function describeTransport(transporter: unknown): { host: string; port: number; tls: TlsMode; certificatesChecked: boolean; auth: boolean } {
 	const { options = {} } = transporter as { options?: Record<string, unknown> }
 	const { host, port, secure, requireTLS, ignoreTLS, auth, tls } = options as {
 		host?: string
@@ -65,7 +65,7 @@ export function describeTransport(transporter: unknown): { host: string; port: n
 		secure?: boolean
 		requireTLS?: boolean
 		ignoreTLS?: boolean
-		auth?: { user?: string }
+		auth?: { user?: string; pass?: string }
 		tls?: { rejectUnauthorized?: boolean }
 	}
 	// As nodemailer's SMTPConnection decides: 465 without `secure` set is implicit TLS, and requireTLS wins over ignoreTLS.
@@ -76,7 +76,7 @@ export function describeTransport(transporter: unknown): { host: string; port: n
 		port: Number(port) || (implicit ? 465 : 587),
 		tls: tlsMode,
 		certificatesChecked: tlsMode !== 'no TLS' && tls?.rejectUnauthorized !== false,
-		auth: Boolean(auth?.user),
+		auth: Boolean(auth?.user || auth?.pass),
 	}
 }
 
