@@ -91,6 +91,11 @@ function checkDeclarations(outDir: string) {
 	})
 	const ours = ts.getPreEmitDiagnostics(program).filter((diagnostic) => diagnostic.file?.fileName.startsWith(outDir))
 	if (ours.length > 0) throw new Error(formatDiagnostics(ours))
+	// The routes alone, without the DOM: a server type the checker printed by name (@simplewebauthn's
+	// PublicKeyCredentialCreationOptionsJSON, say) would otherwise resolve to the DOM's namesake.
+	const routes = ts.createProgram([join(outDir, 'routes.d.ts')], { target: ts.ScriptTarget.ES2022, lib: ['lib.es2022.d.ts'], strict: true, types: [], noEmit: true })
+	const dangling = ts.getPreEmitDiagnostics(routes)
+	if (dangling.length > 0) throw new Error(formatDiagnostics(dangling))
 }
 
 const formatDiagnostics = (diagnostics: readonly ts.Diagnostic[]) =>
