@@ -6,9 +6,6 @@ import { envelope } from '../../http/problem'
 import { Envelope, problemResponses } from '../../http/openapi'
 import { toUserResource } from '../users/service'
 import { FactorModel } from '../factors/model'
-
-/** WebAuthn options as plain JSON. */
-const asJson = (options: object): Record<string, unknown> => ({ ...options })
 import { AuthModel } from './model'
 import type { AuthService, IssuedSession } from './service'
 import type { EmailService } from '../email/service'
@@ -148,7 +145,7 @@ export const reauthentication = ({ auth, factors, email, guard, jwt }: Reauthent
 		.post(
 			'/challenges',
 			async ({ body, caller, client }) => {
-				if (body.method === 'webauthn') return envelope(asJson(await factors.reauthenticationChallenge(caller)), 'Sign the challenge with one of your passkeys')
+				if (body.method === 'webauthn') return envelope(await factors.reauthenticationChallenge(caller), 'Sign the challenge with one of your passkeys')
 				await email.sendReauthenticationCode(caller.user, await factors.hasSecondFactor(caller.user.id), client)
 				return envelope(null, 'A code is on its way to your address')
 			},
