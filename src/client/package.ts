@@ -91,6 +91,11 @@ function checkDeclarations(outDir: string) {
 	})
 	const ours = ts.getPreEmitDiagnostics(program).filter((diagnostic) => diagnostic.file?.fileName.startsWith(outDir))
 	if (ours.length > 0) throw new Error(formatDiagnostics(ours))
+	// The routes alone, without the DOM: a server type the checker printed by name (@simplewebauthn's
+	// PublicKeyCredentialCreationOptionsJSON, say) would otherwise resolve to the DOM's namesake.
+	const routes = ts.createProgram([join(outDir, 'routes.d.ts')], { target: ts.ScriptTarget.ES2022, lib: ['lib.es2022.d.ts'], strict: true, types: [], noEmit: true })
+	const dangling = ts.getPreEmitDiagnostics(routes)
+	if (dangling.length > 0) throw new Error(formatDiagnostics(dangling))
 }
 
 const formatDiagnostics = (diagnostics: readonly ts.Diagnostic[]) =>
@@ -141,11 +146,12 @@ import { createClient } from '@latchkey/client'
 const api = createClient('https://auth.example.com')
 const { data, error } = await api.api.auth.login.post({ email, password })
 if (error) console.log(error.status, error.value.type, error.value.detail) // RFC 9457 problem
+else if ('mfaRequired' in data.data) console.log(data.data.methods) // a second factor is owed: POST /auth/mfa
 else console.log(data.data.user.email)
 \`\`\`
 
 Peer dependencies: \`elysia\` (types only) and \`@elysiajs/eden\`. The version of this package is the server's:
-use the client of the server version you call. See the server's README, "For frontend developers".
+use the client of the server version you call. See the server's docs/frontend.md: login, passkeys, and why \`skipLibCheck\` is needed.
 `
 
 if (import.meta.main) {

@@ -202,7 +202,9 @@ export class JobWorker {
 			const ageSeconds = (Date.now() - job.createdAt.getTime()) / 1000
 			const { retryDelay = (attempts, age) => retryDelaySeconds(attempts, age, this.options) } = this.options
 			const delay = error instanceof PermanentJobError ? undefined : retryDelay(job.attempts, ageSeconds)
-			const fields = { jobId: job.id, queue: job.queue, attempts: job.attempts, error: message }
+			// A handler's own reading of the failure (`new JobFailure(message, { cause })`) goes to the log line beside it.
+			const cause = error instanceof JobFailure && typeof error.cause === 'string' ? { cause: error.cause } : {}
+			const fields = { jobId: job.id, queue: job.queue, attempts: job.attempts, error: message, ...cause }
 			if (delay === undefined) log.error(fields, 'job failed for good')
 			else log.warn({ ...fields, retryInSeconds: delay }, 'job failed; retrying later')
 			this.options.onOutcome?.(job.queue, delay === undefined ? 'failed' : 'retry')

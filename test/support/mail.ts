@@ -29,6 +29,8 @@ export interface SmtpSinkOptions {
 	credentials?: { user: string; pass: string }
 	/** Whether STARTTLS works on a plain connection (default true); without it the command is refused and AUTH in clear accepted, as a careless server would. */
 	startTls?: boolean
+	/** The server's certificate and key (PEM) instead of smtp-server's own. */
+	certificate?: { key: string; cert: string }
 }
 
 /**
@@ -62,9 +64,10 @@ export class SmtpSink {
 	}
 
 	private listen(port: number) {
-		const { credentials, secure = false, startTls = true } = this.options
+		const { credentials, secure = false, startTls = true, certificate } = this.options
 		this.server = new SMTPServer({
 			secure,
+			...certificate,
 			allowInsecureAuth: !startTls,
 			logger: false,
 			// The service keeps a pool of connections open; closing waits for them no longer than this.

@@ -6,9 +6,6 @@ import { requestContext } from '../../http/request-context'
 import { envelope } from '../../http/problem'
 import { Envelope, problemResponses } from '../../http/openapi'
 import { FactorModel } from '../factors/model'
-
-/** WebAuthn options as plain JSON. */
-const asJson = (options: object): Record<string, unknown> => ({ ...options })
 import { AuthModel } from './model'
 import type { AuthService } from './service'
 import type { Caller, ClientInfo, Queryable } from './sessions'
@@ -138,7 +135,7 @@ export const reauthentication = ({ auth, factors, email, guard, jwt }: Reauthent
 		.post(
 			'/challenges',
 			async ({ body, caller, client }) => {
-				if (body.method === 'webauthn') return envelope(asJson(await factors.reauthenticationChallenge(caller)), 'Sign the challenge with one of your passkeys')
+				if (body.method === 'webauthn') return envelope(await factors.reauthenticationChallenge(caller), 'Sign the challenge with one of your passkeys')
 				await email.sendReauthenticationCode(caller.user, await factors.hasSecondFactor(caller.user.id), client)
 				return envelope(null, 'A code is on its way to your address')
 			},

@@ -25,9 +25,6 @@ export interface FactorsModuleDeps {
 
 const FactorParams = t.Object({ id: AccountId, factorId: Id() })
 const OwnFactorParams = t.Object({ factorId: Id() })
-/** WebAuthn options as plain JSON: the client's types then name nothing of the server's WebAuthn library. */
-const asJson = (options: object): Record<string, unknown> => ({ ...options })
-
 /** The caller's own account only, during enrolment-only sessions too. */
 const ENROLMENT = { level: 'user', duringEnrollment: true } as const
 
@@ -64,7 +61,9 @@ export const factorsModule = ({ factors, users, guard }: FactorsModuleDeps) =>
 					return envelope({ factor: toFactorResource(factor), ...enrolment }, 'Scan the code, then activate the factor with a code from the app')
 				}
 				const { factor, options } = located(await factors.enrollWebauthn(caller, body.name, client))
-				return envelope({ factor: toFactorResource(factor), options: asJson(options) }, 'Create the passkey, then activate the factor with the response')
+				// Typed as the schema says (checked, not cast), so that the client's types name nothing of the server's WebAuthn library.
+				const enrolment: typeof FactorModel.webauthnEnrolment.static = { factor: toFactorResource(factor), options }
+				return envelope(enrolment, 'Create the passkey, then activate the factor with the response')
 			},
 			{
 				auth: ENROLMENT,
@@ -151,7 +150,7 @@ export const secondFactorSignIn = ({ factors, guard, jwt }: Omit<FactorsModuleDe
 				},
 			},
 		)
-		.post('/mfa/challenges', async ({ body }) => envelope(asJson(await factors.mfaChallenge(body.mfaToken)), 'Sign the challenge with a passkey'), {
+		.post('/mfa/challenges', async ({ body }) => envelope(await factors.mfaChallenge(body.mfaToken), 'Sign the challenge with a passkey'), {
 			body: FactorModel.mfaChallengeRequest,
 			response: { 200: Envelope(FactorModel.webauthnOptions), ...problemResponses(400, 'invalid-mfa-token', 409, 413, 415, 422, 429, 503) },
 			detail: {
@@ -161,7 +160,7 @@ export const secondFactorSignIn = ({ factors, guard, jwt }: Omit<FactorsModuleDe
 				security: [],
 			},
 		})
-		.post('/passkey/challenges', async () => envelope(asJson(await factors.passkeyChallenge()), 'Sign the challenge with a passkey'), {
+		.post('/passkey/challenges', async () => envelope(await factors.passkeyChallenge(), 'Sign the challenge with a passkey'), {
 			response: { 200: Envelope(FactorModel.webauthnOptions), ...problemResponses(429, 503) },
 			detail: {
 				operationId: 'createPasskeyChallenge',

@@ -4,19 +4,89 @@ import { IssuedId } from '../../http/ids'
 
 const Timestamp = t.String({ format: 'date-time', examples: ['2026-01-01T12:00:00.000Z'] })
 const Base64Url = (maxLength: number) => t.String({ pattern: '^[A-Za-z0-9_-]*$', maxLength })
-/** WebAuthn's JSON shapes (as @simplewebauthn/browser sends them), bounded in size; the library checks the rest. */
-const Extensions = t.Record(t.String({ maxLength: 64 }), t.Unknown(), { description: 'client extension results' })
+const Requirement = t.Union([t.Literal('discouraged'), t.Literal('preferred'), t.Literal('required')])
+const Attachment = t.Union([t.Literal('platform'), t.Literal('cross-platform')])
+
+/*
+ * WebAuthn's JSON shapes, as @simplewebauthn/server writes the options and @simplewebauthn/browser sends the
+ * responses: their static types are what `startRegistration` / `startAuthentication` take and give, so a
+ * frontend passes them through the typed client as they are. Members the libraries may add later are let
+ * through (no `additionalProperties: false`): the server library checks the responses, and an option it adds
+ * must not turn an answer into a 500.
+ */
+
+/** Extension outputs a browser reports; others (`prf`, whose values are binary in the browser's types) are let through unread. */
+const ExtensionOutputs = t.Object(
+	{
+		appid: t.Optional(t.Boolean()),
+		credProps: t.Optional(t.Object({ rk: t.Optional(t.Boolean()) })),
+		hmacCreateSecret: t.Optional(t.Boolean()),
+	},
+	{ description: 'client extension results (AuthenticationExtensionsClientOutputs)' },
+)
+/** Extension inputs the server may ask for (it asks for `credProps`). */
+const ExtensionInputs = t.Object(
+	{
+		appid: t.Optional(t.String()),
+		credProps: t.Optional(t.Boolean()),
+		hmacCreateSecret: t.Optional(t.Boolean()),
+		minPinLength: t.Optional(t.Boolean()),
+	},
+	{ description: 'AuthenticationExtensionsClientInputs' },
+)
+const CredentialDescriptor = t.Object({
+	id: Base64Url(1024),
+	// A string in both libraries' types (PublicKeyCredentialDescriptorJSON); it is `public-key`.
+	type: t.String({ examples: ['public-key'] }),
+	transports: t.Optional(t.Array(t.String({ description: 'an AuthenticatorTransport: usb, nfc, ble, hybrid, internal, …' }))),
+})
+const Hints = t.Array(t.Union([t.Literal('hybrid'), t.Literal('security-key'), t.Literal('client-device')]))
+
+/** PublicKeyCredentialCreationOptionsJSON: `startRegistration({ optionsJSON })` takes it as it is. */
+const CreationOptions = t.Object(
+	{
+		rp: t.Object({ name: t.String(), id: t.Optional(t.String()) }),
+		user: t.Object({ id: Base64Url(1024), name: t.String(), displayName: t.String() }),
+		challenge: Base64Url(1024),
+		pubKeyCredParams: t.Array(t.Object({ alg: t.Integer({ description: 'a COSE algorithm identifier' }), type: t.Literal('public-key') })),
+		timeout: t.Optional(t.Integer({ description: 'milliseconds' })),
+		excludeCredentials: t.Optional(t.Array(CredentialDescriptor)),
+		authenticatorSelection: t.Optional(
+			t.Object({
+				authenticatorAttachment: t.Optional(Attachment),
+				requireResidentKey: t.Optional(t.Boolean()),
+				residentKey: t.Optional(Requirement),
+				userVerification: t.Optional(Requirement),
+			}),
+		),
+		hints: t.Optional(Hints),
+		attestation: t.Optional(t.Union([t.Literal('none'), t.Literal('indirect'), t.Literal('direct'), t.Literal('enterprise')])),
+		extensions: t.Optional(ExtensionInputs),
+	},
+	{ description: 'PublicKeyCredentialCreationOptionsJSON: pass to `startRegistration({ optionsJSON })` of @simplewebauthn/browser as is' },
+)
+
+/** PublicKeyCredentialRequestOptionsJSON: `startAuthentication({ optionsJSON })` takes it as it is. */
+const RequestOptions = t.Object(
+	{
+		challenge: Base64Url(1024),
+		timeout: t.Optional(t.Integer({ description: 'milliseconds' })),
+		rpId: t.Optional(t.String()),
+		allowCredentials: t.Optional(t.Array(CredentialDescriptor)),
+		userVerification: t.Optional(Requirement),
+		hints: t.Optional(Hints),
+		extensions: t.Optional(ExtensionInputs),
+	},
+	{ description: 'PublicKeyCredentialRequestOptionsJSON: pass to `startAuthentication({ optionsJSON })` of @simplewebauthn/browser as is' },
+)
+
 const credentialFields = {
 	id: Base64Url(1024),
 	rawId: Base64Url(1024),
 	type: t.Literal('public-key'),
-	clientExtensionResults: Extensions,
-	authenticatorAttachment: t.Optional(t.Union([t.Literal('platform'), t.Literal('cross-platform')])),
+	clientExtensionResults: ExtensionOutputs,
+	authenticatorAttachment: t.Optional(Attachment),
 }
-/** The options an authenticator is called with, passed through from @simplewebauthn/server: `startRegistration` / `startAuthentication` take them as they are. */
-const WebAuthnOptions = t.Record(t.String(), t.Unknown(), {
-	description: 'PublicKeyCredentialCreationOptionsJSON or PublicKeyCredentialRequestOptionsJSON: pass to @simplewebauthn/browser as is',
-})
 
 export namespace FactorModel {
 	export const factor = t.Object({
@@ -42,8 +112,9 @@ export namespace FactorModel {
 		qrCodeSvg: t.String({ description: 'the URI as an SVG QR code' }),
 	})
 
-	export const webauthnEnrolment = t.Object({ factor, options: WebAuthnOptions })
+	export const webauthnEnrolment = t.Object({ factor, options: CreationOptions })
 
+	/** RegistrationResponseJSON, as `startRegistration` gives it. */
 	export const registrationResponse = t.Object({
 		...credentialFields,
 		response: t.Object(
@@ -59,6 +130,7 @@ export namespace FactorModel {
 		),
 	})
 
+	/** AuthenticationResponseJSON, as `startAuthentication` gives it. */
 	export const authenticationResponse = t.Object({
 		...credentialFields,
 		response: t.Object(
@@ -100,7 +172,7 @@ export namespace FactorModel {
 
 	export const passkey = t.Object({ response: authenticationResponse })
 
-	export const webauthnOptions = WebAuthnOptions
+	export const webauthnOptions = RequestOptions
 
 	export const secondFactorOwed = t.Object({
 		mfaRequired: t.Literal(true, { description: 'always `true`: tell this answer from the tokens' }),
