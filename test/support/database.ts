@@ -2,6 +2,7 @@ import postgres from 'postgres'
 import { openDatabase, type DatabaseHandle } from '../../src/db/client'
 import { migrate } from '../../src/db/migrate'
 import { findSnapshot, snapshotKey } from '../../src/db/snapshot'
+import { stopRunningOn } from './running'
 
 /** Set to run every suite against real PostgreSQL instead of the embedded PGlite. */
 export const TEST_DATABASE_URL = process.env.TEST_DATABASE_URL?.trim() || undefined
@@ -10,6 +11,7 @@ export interface TestDatabase {
 	handle: DatabaseHandle
 	/** URL of this file's own database on real PostgreSQL; undefined on PGlite. */
 	url?: string
+	/** Stops the apps still running on it (see running.ts), then drops it; once, however often called. */
 	drop(): Promise<void>
 }
 
@@ -23,7 +25,7 @@ export async function createTestDatabase(): Promise<TestDatabase> {
 	if (!TEST_DATABASE_URL) {
 		const handle = await openDatabase({ kind: 'pglite', dataDir: 'memory://' }, { loadDataDir: await snapshotTarball() })
 		await migrate(handle.db)
-		return { handle, drop: () => handle.close() }
+		return { handle, drop: dropping(handle, () => handle.close()) }
 	}
 	const copy = await createEmptyTestDatabase(TEST_DATABASE_URL, await migratedTemplate(TEST_DATABASE_URL))
 	const handle = await openDatabase({ kind: 'postgres', url: copy.url, poolMax: 10 })
@@ -31,11 +33,20 @@ export async function createTestDatabase(): Promise<TestDatabase> {
 	return {
 		handle,
 		url: copy.url,
-		drop: async () => {
+		drop: dropping(handle, async () => {
 			await handle.close()
 			await copy.drop()
-		},
+		}),
 	}
+}
+
+function dropping(handle: DatabaseHandle, drop: () => Promise<void>): () => Promise<void> {
+	let dropped: Promise<void> | undefined
+	return () =>
+		(dropped ??= (async () => {
+			await stopRunningOn(handle)
+			await drop()
+		})())
 }
 
 let tarball: Promise<Blob | undefined> | undefined
