@@ -3,7 +3,7 @@ import { readdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { sql } from 'drizzle-orm'
 import journal from '../drizzle/meta/_journal.json'
-import { openDatabase } from '../src/db/client'
+import { openDatabase, sqlState } from '../src/db/client'
 import { bundledMigrations, migrate } from '../src/db/migrate'
 import { createTestDatabase, TEST_DATABASE_URL } from './support/database'
 
@@ -11,6 +11,18 @@ import { createTestDatabase, TEST_DATABASE_URL } from './support/database'
 setDefaultTimeout(30_000)
 
 const rowsOf = (result: unknown) => ((result as { rows?: unknown[] }).rows ?? (result as unknown[])) as Record<string, unknown>[]
+
+/** How a statement that must fail failed: its SQLSTATE, constraint and the driver's message (under Drizzle's). */
+async function failureOf(statement: Promise<unknown>): Promise<{ code?: string; constraint?: string; message?: string }> {
+	try {
+		await statement
+	} catch (error) {
+		let deepest = error
+		while (deepest instanceof Error && deepest.cause instanceof Error) deepest = deepest.cause
+		return { ...sqlState(error), message: (deepest as Error).message }
+	}
+	throw new Error('the statement succeeded')
+}
 
 describe('migrations', () => {
 	test('every migration drizzle-kit wrote is bundled into the binary', () => {
@@ -58,7 +70,7 @@ describe('migrations', () => {
 				['login.failed', { email: 'a@example.test', reason: 'unknown-email' }],
 				['login.failed', { email: 'a@example.test', reason: 'locked' }],
 			])
-			await expect(db.execute(sql`update audit_events set type = 'x'`).then(() => 'updated')).rejects.toThrow()
+			expect(await failureOf(db.execute(sql`update audit_events set type = 'x'`))).toMatchObject({ code: 'P0001', message: 'audit_events is append-only' })
 		} finally {
 			await database.drop()
 		}
@@ -95,9 +107,9 @@ describe('migrations', () => {
 				)
 			}
 			await insert('same@example.test')
-			await expect(insert('same@example.test')).rejects.toThrow()
-			await expect(insert('Upper@Example.test')).rejects.toThrow()
-			await expect(insert(' padded@example.test')).rejects.toThrow()
+			expect(await failureOf(insert('same@example.test'))).toMatchObject({ code: '23505', constraint: 'users_email_key' })
+			expect(await failureOf(insert('Upper@Example.test'))).toMatchObject({ code: '23514', constraint: 'users_email_normalised' })
+			expect(await failureOf(insert(' padded@example.test'))).toMatchObject({ code: '23514', constraint: 'users_email_normalised' })
 		} finally {
 			await database.drop()
 		}

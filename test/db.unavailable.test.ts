@@ -39,6 +39,7 @@ describe('when the database is unreachable', () => {
 			expect(login.headers.get('retry-after')).toBe('5')
 			expect(login.text).not.toContain('ECONNREFUSED')
 		} finally {
+			await t.close()
 			await handle.close()
 		}
 	})
@@ -58,6 +59,7 @@ describe('when the database is unreachable', () => {
 			expect((await up.call('POST', '/api/auth/login', { json: { email, password: 'not the password' } })).status).toBe(401)
 			expect((await up.call('POST', '/api/auth/login', { json: { email, password: PASSWORD } })).status).toBe(200)
 		} finally {
+			await down.close()
 			await handle.close()
 			await up.close()
 			await counters.close()
@@ -88,6 +90,7 @@ describe('when the database is unreachable', () => {
 				expect(after.status).toBe(200)
 			} finally {
 				proxy.cut()
+				await t.close()
 				await handle.close()
 				await database.drop()
 			}

@@ -441,6 +441,7 @@ describe('an unreachable database, as the document declares it', () => {
 			}
 		} finally {
 			await down.close()
+			await handle.close()
 		}
 	})
 })

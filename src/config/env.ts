@@ -10,6 +10,9 @@ const positive = (def: number, description: string) =>
 	T.Integer({ minimum: 1, default: def, description })
 const zeroOrMore = (def: number, description: string) =>
 	T.Integer({ minimum: 0, default: def, description })
+/** A duration that may be a fraction of a second (tests poll and retry in tenths rather than wait whole seconds). */
+const seconds = (def: number, description: string) =>
+	T.Number({ exclusiveMinimum: 0, default: def, description })
 
 export const EnvSchema = T.Object({
 	PORT: T.Integer({ minimum: 0, maximum: 65535, default: 3000, description: 'TCP port to listen on' }),
@@ -132,8 +135,8 @@ export const EnvSchema = T.Object({
 		'passkeys and linked identities added within this before a recovery, from a session without a second factor, are removed by it (`0`: none)',
 	),
 	REAUTHENTICATION_SECONDS: positive(300, 'how recent a sign-in or check of the session must be to add or change a way in (a factor, an identity, the password or email)'),
-	JOB_POLL_SECONDS: positive(1, 'how often each instance looks for due background jobs (mail, webhooks) besides the NOTIFY that wakes it when one is queued'),
-	JOB_RETRY_SECONDS: positive(10, 'delay before the first retry of a failed job; each next one doubles, up to an hour, for at least 24 hours'),
+	JOB_POLL_SECONDS: seconds(1, 'how often each instance looks for due background jobs (mail, webhooks) besides the NOTIFY that wakes it when one is queued; fractions allowed'),
+	JOB_RETRY_SECONDS: seconds(10, 'delay before the first retry of a failed job; each next one doubles, up to an hour, for at least 24 hours; fractions allowed'),
 	DATA_ENCRYPTION_KEY: T.Optional(
 		T.String({ description: '32 random bytes, base64: encrypts TOTP and webhook secrets at rest (AES-256-GCM); required in production; in development generated once and kept in DATA_DIR (`keys/data-encryption-key`)' }),
 	),
@@ -158,9 +161,9 @@ export const EnvSchema = T.Object({
 	WEBHOOK_ALLOW_PRIVATE_NETWORKS: T.Boolean({ default: false, description: 'let webhooks reach private addresses (tests, internal receivers)' }),
 	WEBHOOK_TIMEOUT_SECONDS: positive(15, 'how long a webhook receiver has to answer 2xx'),
 	WEBHOOK_RETRY_SCHEDULE: T.String({
-		pattern: '^[0-9]{1,6}(,[0-9]{1,6}){0,19}$',
+		pattern: '^[0-9]{1,6}(\\.[0-9]{1,3})?(,[0-9]{1,6}(\\.[0-9]{1,3})?){0,19}$',
 		default: '5,300,1800,7200,18000,36000,36000',
-		description: 'seconds before each retry of a failed webhook delivery, comma-separated; after the last the delivery is `failed`',
+		description: 'seconds (fractions allowed) before each retry of a failed webhook delivery, comma-separated; after the last the delivery is `failed`',
 	}),
 	WEBHOOK_DISABLE_AFTER_SECONDS: positive(432_000, 'an endpoint whose every attempt failed for this long is disabled'),
 	WEBHOOK_CONCURRENCY: positive(256, 'webhook deliveries in flight at once per instance (a slow endpoint gets an eighth of them at most)'),
@@ -191,6 +194,7 @@ function expectation(schema: TSchema): string {
 		if (lo !== undefined) return `a whole number of at least ${lo}`
 		return 'a whole number'
 	}
+	if (schema.type === 'number') return 'a number of seconds above 0'
 	if (schema.type === 'boolean') return 'true or false'
 	if (schema.pattern) return `a string matching ${schema.pattern}`
 	if (schema.minLength) return `a non-empty string`
@@ -272,6 +276,7 @@ function convert(raw: Record<string, string>): Record<string, unknown> {
 	const out: Record<string, unknown> = {}
 	for (const [name, value] of Object.entries(raw)) {
 		if (/^-?\d{1,15}$/.test(value)) out[name] = Number(value)
+		else if (/^\d{1,15}\.\d{1,6}$/.test(value) && (EnvSchema.properties[name as keyof Env] as TSchema | undefined)?.type === 'number') out[name] = Number(value)
 		else if (value === 'true' || value === 'false') out[name] = value === 'true'
 		else out[name] = value
 		const schema = EnvSchema.properties[name as keyof Env] as TSchema

@@ -55,11 +55,12 @@ async function pgTrgmBundleOnDisk(): Promise<string> {
 	return target
 }
 
-/** An embedded PostgreSQL in `dataDir` (`memory://` for none), with pg_trgm. */
-export async function createPglite(dataDir: string): Promise<PGlite> {
+/** An embedded PostgreSQL in `dataDir` (`memory://` for none), with pg_trgm; started from `loadDataDir` (a tarball of a data directory) instead of initdb when given. */
+export async function createPglite(dataDir: string, loadDataDir?: Blob): Promise<PGlite> {
 	const [pgliteWasmModule, initdbWasmModule] = await compilePgliteWasm()
 	return PGlite.create({
 		dataDir,
+		loadDataDir,
 		// pg_trgm (trigram indexes for the `q` search), from the embedded bundle rather than a path beside the module.
 		extensions: { pg_trgm: { name: 'pg_trgm', setup: async () => ({ bundlePath: pathToFileURL(await pgTrgmBundleOnDisk()) }) } },
 		pgliteWasmModule,
@@ -68,7 +69,11 @@ export async function createPglite(dataDir: string): Promise<PGlite> {
 	})
 }
 
-export async function openDatabase(config: Config['database']): Promise<DatabaseHandle> {
+/**
+ * `pglite.loadDataDir`: a tarball of a data directory (PGlite's `dumpDataDir`) for an in-memory
+ * database to start from instead of running initdb; the tests start each database from the migrated snapshot.
+ */
+export async function openDatabase(config: Config['database'], pglite: { loadDataDir?: Blob } = {}): Promise<DatabaseHandle> {
 	if (config.kind === 'postgres') {
 		const client = postgres(config.url, {
 			max: config.poolMax,
@@ -106,7 +111,7 @@ export async function openDatabase(config: Config['database']): Promise<Database
 	// A first start unpacks the migrated database made at build time instead of running initdb and every migration.
 	if (!inMemory) await unpackSnapshotIfEmpty(config.dataDir)
 	await compiling
-	const client = await createPglite(config.dataDir)
+	const client = await createPglite(config.dataDir, pglite.loadDataDir)
 	const db = drizzlePglite({ client, schema }) as unknown as Database
 	return {
 		db,

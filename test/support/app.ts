@@ -4,6 +4,7 @@ import { loadConfig, type Config } from '../../src/config/env'
 import { createLogger } from '../../src/log'
 import { loadTokenKeys, type TokenKeys } from '../../src/modules/auth/keys'
 import { createTestDatabase, type TestDatabase } from './database'
+import { tracked } from './running'
 
 /** Settings every test app starts from: cheap hashing, no throttling, quiet. */
 export const TEST_ENV: Record<string, string> = {
@@ -63,6 +64,11 @@ export async function startTestApp(
 	const app = createApp({ config, database: db.handle, keys, log, peerAddress: () => TEST_PEER, ...extra })
 	// No server listens under app.handle, so the job workers (mail, webhooks) are started here, as listen would.
 	await app.decorator.backgroundJobs.start()
+	// Stopped by close, or else when its database is dropped (see running.ts).
+	const close = tracked(db.handle, async () => {
+		await app.decorator.backgroundJobs.stop()
+		if (!database) await db.drop()
+	})
 	return {
 		app,
 		config,
@@ -70,10 +76,7 @@ export async function startTestApp(
 		database: db,
 		logs,
 		call: (method, path, options = {}) => call(app, method, path, options),
-		close: async () => {
-			await app.decorator.backgroundJobs.stop()
-			if (!database) await db.drop()
-		},
+		close,
 	}
 }
 
