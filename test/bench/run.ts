@@ -724,9 +724,12 @@ function printTable(report: { extra: Record<string, unknown>; options: { users: 
 			`${machine.cores} × ${machine.cpu}, ${machine.memoryGiB} GiB, ${machine.postgres}, Bun ${machine.bun}; ` +
 			`service, PostgreSQL and autocannon on the same machine`,
 	)
-	console.log(format(header))
-	console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`)
-	for (const line of lines) console.log(format(line))
+	// `--only memory` has no scenario rows, only its own lines below.
+	if (lines.length) {
+		console.log(format(header))
+		console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`)
+		for (const line of lines) console.log(format(line))
+	}
 	if (hashing) console.log(
 		`\nhashing: one Bun.password.verify (argon2id m=${HASH.memoryCost} KiB t=${HASH.timeCost}) = ${hashing.verifyMs.toFixed(1)} ms → ` +
 			`${hashing.limitPerSecond.toFixed(1)}/s on ${hashing.cores} cores (measured on all cores at once: ${hashing.parallelPerSecond.toFixed(1)}/s)`,
