@@ -125,7 +125,7 @@ async function withFreshDatabase<T>(serverUrl: string, use: (url: string) => Pro
 	}
 }
 
-/** A fresh folder for one start: DATA_DIR (and HOME) of the embedded database. */
+/** A fresh folder for one start: its HOME, and DATA_DIR in it (apart, so that nothing written to HOME makes DATA_DIR look used). */
 function withFreshFolder<T>(use: (folder: string) => Promise<T>): Promise<T> {
 	const folder = mkdtempSync(join(tmpdir(), 'latchkey-bench-memory-'))
 	return use(folder).finally(() => rmSync(folder, { recursive: true, force: true }))
@@ -137,7 +137,7 @@ function withFreshFolder<T>(use: (folder: string) => Promise<T>): Promise<T> {
  */
 async function pgliteSpeed(port: number, seconds: number, artifacts: string) {
 	return withFreshFolder(async (folder) => {
-		const service = await start({ DATA_DIR: folder }, port, folder)
+		const service = await start({ DATA_DIR: join(folder, 'data') }, port, folder)
 		try {
 			const sessions: BenchSession[] = []
 			for (let n = 0; n < 49; n++) sessions.push(await signUpAndLogIn(service.url, `user${n}@example.test`))
@@ -159,7 +159,7 @@ export async function measureMemory(options: { serverUrl: string; port: number; 
 	const server: { idle: number; afterLogin: number }[] = []
 	// Alternated, so that a busy moment of a shared machine does not fall on one database only.
 	for (let run = 0; run < runs; run++) {
-		embedded.push(await withFreshFolder((folder) => oneRun({ DATA_DIR: folder }, port, folder, settleMs)))
+		embedded.push(await withFreshFolder((folder) => oneRun({ DATA_DIR: join(folder, 'data') }, port, folder, settleMs)))
 		server.push(await withFreshFolder((home) => withFreshDatabase(serverUrl, (url) => oneRun({ DATABASE_URL: url }, port, home, settleMs))))
 	}
 	const summary = (values: { idle: number; afterLogin: number }[]) => ({
