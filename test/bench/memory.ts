@@ -10,7 +10,7 @@
  */
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { join, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import postgres from 'postgres'
 import { rssMiB } from './proc'
@@ -198,7 +198,7 @@ if (import.meta.main) {
 			binary: { type: 'string' },
 		},
 	})
-	if (values.binary) binary = values.binary
+	if (values.binary) binary = resolve(values.binary)
 	const figures = await measureMemory({
 		serverUrl: values.server,
 		port: Number(values.port),
