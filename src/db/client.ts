@@ -40,7 +40,7 @@ let pgliteCompiled: Promise<WebAssembly.Module> | undefined
 export const compilePgliteWasm = () => (pgliteCompiled ??= compileWasm(pgliteWasmPath))
 
 let initdbCompiled: Promise<WebAssembly.Module> | undefined
-/** initdb's, compiled only for a directory with no database yet: once compiled, it would hold about 5 MiB for good. */
+/** initdb's, compiled only for a directory with no database yet: once compiled, its module would be held for good (a few MiB). */
 const compileInitdbWasm = () => (initdbCompiled ??= compileWasm(initdbWasmPath))
 
 /**
