@@ -2,7 +2,7 @@ import { PGlite } from '@electric-sql/pglite'
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core'
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite'
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js'
-import { mkdirSync } from 'node:fs'
+import { existsSync, mkdirSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
@@ -33,16 +33,18 @@ export interface DatabaseHandle {
 	close(): Promise<void>
 }
 
-let wasmModules: Promise<[WebAssembly.Module, WebAssembly.Module]> | undefined
+const compileWasm = (path: string) => Bun.file(path).arrayBuffer().then((bytes) => WebAssembly.compile(bytes))
+
+let pgliteCompiled: Promise<WebAssembly.Module> | undefined
 /**
  * Compiles PGlite's WebAssembly (about 0.4 s, on other threads) once per process. Called as soon as the
  * configuration says the embedded database will be used, so that it overlaps the rest of the start.
  */
-export const compilePgliteWasm = () =>
-	(wasmModules ??= Promise.all([
-		Bun.file(pgliteWasmPath).arrayBuffer().then((bytes) => WebAssembly.compile(bytes)),
-		Bun.file(initdbWasmPath).arrayBuffer().then((bytes) => WebAssembly.compile(bytes)),
-	]))
+export const compilePgliteWasm = () => (pgliteCompiled ??= compileWasm(pgliteWasmPath))
+
+let initdbCompiled: Promise<WebAssembly.Module> | undefined
+/** initdb's, compiled only for a directory with no database yet: once compiled, its module would be held for good (a few MiB). */
+const compileInitdbWasm = () => (initdbCompiled ??= compileWasm(initdbWasmPath))
 
 /**
  * PGlite reads extension bundles with node:fs streams, which cannot see the
@@ -55,12 +57,25 @@ async function pgTrgmBundleOnDisk(): Promise<string> {
 	return target
 }
 
+/**
+ * PostgreSQL settings for the embedded database, after PGlite's own (which `startParams` replaces).
+ * shared_buffers: initdb writes PostgreSQL's 128MB, which PGlite zeroes inside its WebAssembly memory at
+ * start (growing that memory past its first 128 MiB): an idle service held about 330 MiB, against under
+ * 100 MiB on PostgreSQL. One process on one connection needs far less; a page it misses is read from the
+ * data directory through the operating system's cache, as PostgreSQL itself does. Given on the command
+ * line, so no data directory is rewritten (see test/bench/memory.ts for the figures).
+ */
+const PGLITE_SETTINGS = ['shared_buffers=8MB']
+
 /** An embedded PostgreSQL in `dataDir` (`memory://` for none), with pg_trgm; started from `loadDataDir` (a tarball of a data directory) instead of initdb when given. */
 export async function createPglite(dataDir: string, loadDataDir?: Blob): Promise<PGlite> {
-	const [pgliteWasmModule, initdbWasmModule] = await compilePgliteWasm()
+	// `memory://` or an empty folder, with no data directory to load: PGlite runs initdb first.
+	const needsInitdb = loadDataDir === undefined && !existsSync(join(dataDir, 'PG_VERSION'))
+	const [pgliteWasmModule, initdbWasmModule] = await Promise.all([compilePgliteWasm(), needsInitdb ? compileInitdbWasm() : undefined])
 	return PGlite.create({
 		dataDir,
 		loadDataDir,
+		startParams: [...PGlite.defaultStartParams, ...PGLITE_SETTINGS.flatMap((setting) => ['-c', setting])],
 		// pg_trgm (trigram indexes for the `q` search), from the embedded bundle rather than a path beside the module.
 		extensions: { pg_trgm: { name: 'pg_trgm', setup: async () => ({ bundlePath: pathToFileURL(await pgTrgmBundleOnDisk()) }) } },
 		pgliteWasmModule,

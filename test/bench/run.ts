@@ -7,8 +7,10 @@
  *   bun run bench [--users 1000000] [--seconds 10] [--connections 50] [--reseed]
  *                 [--memory-requests 100000] [--memory-round 50000] [--logout-pool 300] [--skip-build]
  *                 [--server postgres://postgres@127.0.0.1:5432/postgres] [--database latchkey_bench]
- *                 [--mail-count 2000] [--only mail|mfa|oidc|webhooks]
+ *                 [--mail-count 2000] [--only mail|mfa|oidc|webhooks|memory] [--memory-speed 0]
  *
+ * `--only memory` measures the binary's memory at rest on both databases (test/bench/memory.ts) and, with
+ * `--memory-speed <seconds>`, the login and read rates on the embedded database; it needs no seeded database.
  * `--only mail` runs the mail section alone (test/bench/mail.ts), `--only mfa` the second-factor one
  * (test/bench/mfa.ts), `--only oidc` the identity-provider one (test/bench/oidc.ts), `--only webhooks` the
  * webhook one (test/bench/webhooks.ts), with no start-up,
@@ -28,6 +30,7 @@ import { describeMfa, mfaSection, type MfaFigures } from './mfa'
 import { describeOidc, oidcSection, type OidcFigures } from './oidc'
 import { describeWebhooks, webhookSection, type WebhookFigures } from './webhooks'
 import { measureStartups, type StartupFigures } from './startup'
+import { describeMemory, measureMemory, type MemoryFigures } from './memory'
 import { runLoadGenerator, type BenchSession, type LoadResult, type LoadSpec, type Workload } from './workload'
 
 const ROOT = join(import.meta.dir, '..', '..')
@@ -58,6 +61,7 @@ const { values: args } = parseArgs({
 		'log-level': { type: 'string', default: 'info' },
 		'mail-count': { type: 'string', default: '2000' },
 		only: { type: 'string' },
+		'memory-speed': { type: 'string', default: '0' },
 	},
 })
 
@@ -79,7 +83,8 @@ const MAIL_COUNT = whole('mail-count', 10)
 const SECTIONS = ['mail', 'mfa', 'oidc', 'webhooks'] as const
 type Section = (typeof SECTIONS)[number]
 const isSection = (value: string | undefined): value is Section => SECTIONS.includes(value as Section)
-if (args.only !== undefined && !isSection(args.only)) throw new Error(`--only takes: ${SECTIONS.join(', ')}`)
+if (args.only !== undefined && !isSection(args.only) && args.only !== 'memory') throw new Error(`--only takes: ${[...SECTIONS, 'memory'].join(', ')}`)
+const MEMORY_SPEED = Number(args['memory-speed'])
 const CORES = navigator.hardwareConcurrency
 /** Sessions for the reads: more than connections, so that requests spread over users and pages. */
 const READ_POOL = Math.max(64, CONNECTIONS)
@@ -380,10 +385,12 @@ async function main() {
 		if (build.exitCode !== 0) throw new Error(`build failed: ${build.stderr.toString()}`)
 	}
 	if (isSection(args.only)) return sectionOnly(args.only, startedAt, machine)
+	if (args.only === 'memory') return memoryOnly(startedAt, machine)
 
 	log('measuring start-up on the embedded database')
 	const embeddedStartup = await measureStartups(5, await freePort())
 	log(`binary: first start ${embeddedStartup.binaryFirstMs} ms, restart ${embeddedStartup.binaryRestartMs} ms`)
+	const memoryAtRest = await memoryAtRestOnBothDatabases()
 
 	log(`preparing database ${args.database} with ${USERS} users`)
 	const database = await prepareDatabase(args.server, args.database, USERS, args.reseed)
@@ -394,7 +401,7 @@ async function main() {
 	log(`one verify ${hashing.verifyMs.toFixed(1)} ms → limit ${hashing.limitPerSecond.toFixed(1)} logins/s`)
 
 	const rows: Row[] = []
-	const extra: Record<string, unknown> = { embeddedStartup }
+	const extra: Record<string, unknown> = { embeddedStartup, memoryAtRest }
 	// Sessions live in PostgreSQL and tokens are signed with one fixed secret, so they outlast a restart.
 	let readSessions: BenchSession[] = []
 	const service = await startService(database.url, '1')
@@ -627,6 +634,20 @@ async function runWebhooks(databaseUrl: string, rows: Row[], extra: Record<strin
 	extra.webhooks = webhooks.figures
 }
 
+/** The binary's RSS idle and after one sign-up and login, on the embedded database and on PostgreSQL (test/bench/memory.ts). */
+async function memoryAtRestOnBothDatabases(): Promise<MemoryFigures> {
+	log('measuring memory at rest on the embedded database and on PostgreSQL')
+	const figures = await measureMemory({ serverUrl: args.server, port: await freePort(), runs: 3, settleMs: 3000, speedSeconds: MEMORY_SPEED, artifacts: ARTIFACTS })
+	log(`idle: embedded ${figures.pglite.idleMiB} MiB, PostgreSQL ${figures.postgres.idleMiB} MiB`)
+	return figures
+}
+
+/** `--only memory`: memory at rest on both databases, no seeded database. */
+async function memoryOnly(startedAt: Date, machine: Awaited<ReturnType<typeof machineNotes>>) {
+	const memoryAtRest = await memoryAtRestOnBothDatabases()
+	await finish({ startedAt, machine, rows: [], extra: { memoryAtRest } })
+}
+
 /** `--only <section>`: the database and that section, nothing else. */
 async function sectionOnly(section: Section, startedAt: Date, machine: Awaited<ReturnType<typeof machineNotes>>) {
 	log(`preparing database ${args.database} with ${USERS} users`)
@@ -649,7 +670,8 @@ async function finish({
 }: {
 	startedAt: Date
 	machine: Awaited<ReturnType<typeof machineNotes>>
-	database: Awaited<ReturnType<typeof prepareDatabase>>
+	/** None for `--only memory`, which makes its own databases. */
+	database?: Awaited<ReturnType<typeof prepareDatabase>>
 	hashing?: Awaited<ReturnType<typeof hashingLimit>>
 	memory?: Record<string, number | boolean | number[]>
 	rows: Row[]
@@ -660,7 +682,7 @@ async function finish({
 		finishedAt: new Date().toISOString(),
 		options: { users: USERS, seconds: SECONDS, connections: CONNECTIONS, loginConnections: LOGIN_CONNECTIONS, memoryRequests: MEMORY_REQUESTS, poolMax: POOL_MAX, logLevel: args['log-level'], mailCount: MAIL_COUNT, only: args.only ?? null },
 		machine: { ...machine, loadAverageAtEnd: os.loadavg().map((value) => Number(value.toFixed(2))) },
-		database: { name: args.database, seeded: database.seeded, seedSeconds: database.seedSeconds },
+		database: database && { name: args.database, seeded: database.seeded, seedSeconds: database.seedSeconds },
 		hashing,
 		memory,
 		rows,
@@ -702,9 +724,12 @@ function printTable(report: { extra: Record<string, unknown>; options: { users: 
 			`${machine.cores} × ${machine.cpu}, ${machine.memoryGiB} GiB, ${machine.postgres}, Bun ${machine.bun}; ` +
 			`service, PostgreSQL and autocannon on the same machine`,
 	)
-	console.log(format(header))
-	console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`)
-	for (const line of lines) console.log(format(line))
+	// `--only memory` has no scenario rows, only its own lines below.
+	if (lines.length) {
+		console.log(format(header))
+		console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`)
+		for (const line of lines) console.log(format(line))
+	}
 	if (hashing) console.log(
 		`\nhashing: one Bun.password.verify (argon2id m=${HASH.memoryCost} KiB t=${HASH.timeCost}) = ${hashing.verifyMs.toFixed(1)} ms → ` +
 			`${hashing.limitPerSecond.toFixed(1)}/s on ${hashing.cores} cores (measured on all cores at once: ${hashing.parallelPerSecond.toFixed(1)}/s)`,
@@ -720,6 +745,8 @@ function printTable(report: { extra: Record<string, unknown>; options: { users: 
 		`startup on the embedded database (median of ${embedded.runs}; polled every 10 ms): binary first start on an empty DATA_DIR ` +
 			`${embedded.binaryFirstMs} ms, restart ${embedded.binaryRestartMs} ms · bun run start: first ${embedded.sourceFirstMs} ms, restart ${embedded.sourceRestartMs} ms`,
 	)
+	const atRest = report.extra.memoryAtRest as MemoryFigures | undefined
+	if (atRest) for (const line of describeMemory(atRest)) console.log(line)
 	const plan = report.extra.searchPlan as string[] | undefined
 	if (plan) console.log(`q-filtered page plan: ${plan[0]?.trim()} … ${plan.find((line) => /Filter|Scan/.test(line))?.trim()} · ${plan.at(-1)?.trim()}`)
 	const mail = report.extra.mail as MailFigures | undefined
