@@ -23,12 +23,13 @@ export interface TotpEnrolment {
 }
 
 /** Enrols and activates a TOTP factor for `account` through the API. */
-export async function enrollTotp(t: TestApp, account: Account, name = 'Phone'): Promise<TotpEnrolment> {
+/** `activationStep`: the step (from now) of the activation's code; -1 leaves the current and next steps unspent for two sign-ins in a row. */
+export async function enrollTotp(t: TestApp, account: Account, name = 'Phone', activationStep = 0): Promise<TotpEnrolment> {
 	const created = await t.call('POST', '/api/users/me/factors', { json: { type: 'totp', name }, token: account.accessToken })
 	expect(created.status).toBe(201)
 	const { factor, secret } = created.body.data
 	await awayFromStepBoundary()
-	const activated = await t.call('POST', `/api/users/me/factors/${factor.id}/activation`, { json: { code: totpCode(secret) }, token: account.accessToken })
+	const activated = await t.call('POST', `/api/users/me/factors/${factor.id}/activation`, { json: { code: totpCode(secret, activationStep) }, token: account.accessToken })
 	expect(activated.status).toBe(200)
 	return { factorId: factor.id, secret, recoveryCodes: activated.body.data.recoveryCodes ?? [] }
 }
