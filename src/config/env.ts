@@ -4,7 +4,7 @@ import { parseTrustedProxies } from './trust-proxy'
 
 /**
  * Every setting, as it appears in the environment. The schema is the single
- * source of names, defaults, ranges and the README's configuration table.
+ * source of names, defaults, ranges and docs/configuration.md's table (test/docs.configuration.test.ts).
  */
 const positive = (def: number, description: string) =>
 	T.Integer({ minimum: 1, default: def, description })
