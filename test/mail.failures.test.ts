@@ -127,4 +127,11 @@ describe('the mail transport is logged at start', () => {
 		})
 		expect(transportLine(await app('smtp://127.0.0.1:1025?ignoreTLS=true'))).toMatchObject({ tls: 'no TLS', certificatesChecked: false })
 	})
+
+	test('without SMTP_URL in development, the start says mail only goes to the log', async () => {
+		const t = await startTestApp({ ...FAST_JOBS }, database)
+		running.push(t)
+		expect(t.logs.some((line) => line.includes('mail is written to the log, not sent: no SMTP_URL'))).toBe(true)
+		expect(t.logs.some((line) => line.includes('mail goes over SMTP'))).toBe(false)
+	})
 })

@@ -82,6 +82,8 @@ function describeTransport(transporter: unknown): { host: string; port: number; 
 
 /** Development without SMTP: the whole mail (link and code included, as API.md says) goes to the log. */
 function logMailer(log: Logger): Mailer {
+	// Said at start, like the SMTP transport, so that nobody waits for a mail that only the log holds.
+	log.info('mail is written to the log, not sent: no SMTP_URL (development); docs/mail.md shows a local SMTP sink')
 	return {
 		available: true,
 		async send(mail) {
