@@ -7,7 +7,11 @@
  *   bun run bench [--users 1000000] [--seconds 10] [--connections 50] [--reseed]
  *                 [--memory-requests 100000] [--memory-round 50000] [--logout-pool 300] [--skip-build]
  *                 [--server postgres://postgres@127.0.0.1:5432/postgres] [--database latchkey_bench]
- *                 [--mail-count 2000] [--only mail|mfa|oidc|webhooks|memory] [--memory-speed 0]
+ *                 [--mail-count 2000] [--only login-read|mail|mfa|oidc|webhooks|memory] [--memory-speed 0]
+ *
+ * `--only login-read` runs the first two scenarios alone (login against the hashing limit, the
+ * authenticated read against the bare handlers): the two figures a change must keep, in two minutes
+ * rather than ten, so that the code before and after can be alternated.
  *
  * `--only memory` measures the binary's memory at rest on both databases (test/bench/memory.ts) and, with
  * `--memory-speed <seconds>`, the login and read rates on the embedded database; it needs no seeded database.
@@ -83,7 +87,9 @@ const MAIL_COUNT = whole('mail-count', 10)
 const SECTIONS = ['mail', 'mfa', 'oidc', 'webhooks'] as const
 type Section = (typeof SECTIONS)[number]
 const isSection = (value: string | undefined): value is Section => SECTIONS.includes(value as Section)
-if (args.only !== undefined && !isSection(args.only) && args.only !== 'memory') throw new Error(`--only takes: ${[...SECTIONS, 'memory'].join(', ')}`)
+const loginReadOnly = args.only === 'login-read'
+if (args.only !== undefined && !isSection(args.only) && args.only !== 'memory' && !loginReadOnly)
+	throw new Error(`--only takes: ${['login-read', ...SECTIONS, 'memory'].join(', ')}`)
 const MEMORY_SPEED = Number(args['memory-speed'])
 const CORES = navigator.hardwareConcurrency
 /** Sessions for the reads: more than connections, so that requests spread over users and pages. */
@@ -387,10 +393,14 @@ async function main() {
 	if (isSection(args.only)) return sectionOnly(args.only, startedAt, machine)
 	if (args.only === 'memory') return memoryOnly(startedAt, machine)
 
-	log('measuring start-up on the embedded database')
-	const embeddedStartup = await measureStartups(5, await freePort())
-	log(`binary: first start ${embeddedStartup.binaryFirstMs} ms, restart ${embeddedStartup.binaryRestartMs} ms`)
-	const memoryAtRest = await memoryAtRestOnBothDatabases()
+	const extra: Record<string, unknown> = {}
+	if (!loginReadOnly) {
+		log('measuring start-up on the embedded database')
+		const embeddedStartup = await measureStartups(5, await freePort())
+		log(`binary: first start ${embeddedStartup.binaryFirstMs} ms, restart ${embeddedStartup.binaryRestartMs} ms`)
+		extra.embeddedStartup = embeddedStartup
+		extra.memoryAtRest = await memoryAtRestOnBothDatabases()
+	}
 
 	log(`preparing database ${args.database} with ${USERS} users`)
 	const database = await prepareDatabase(args.server, args.database, USERS, args.reseed)
@@ -401,7 +411,6 @@ async function main() {
 	log(`one verify ${hashing.verifyMs.toFixed(1)} ms → limit ${hashing.limitPerSecond.toFixed(1)} logins/s`)
 
 	const rows: Row[] = []
-	const extra: Record<string, unknown> = { embeddedStartup, memoryAtRest }
 	// Sessions live in PostgreSQL and tokens are signed with one fixed secret, so they outlast a restart.
 	let readSessions: BenchSession[] = []
 	const service = await startService(database.url, '1')
@@ -451,6 +460,7 @@ async function main() {
 			row('bare-lookup', '  bare: PK lookup only', bareLookup, { name: '(the limit above)', perSecond: null }),
 			row('bare-same-work', '  bare: + JWT + session join', bareSameWork, { name: 'bare PK lookup', perSecond: bareLookup.okPerSecond }),
 		)
+		if (loginReadOnly) return await finish({ startedAt, machine, database, hashing, rows, extra })
 
 		// 3. Keyset pagination: page 1, a page near the end, and a substring search.
 		log('3. list pages')
