@@ -33,14 +33,14 @@ describe('two instances on one database', () => {
 	test('a TOTP code accepted by one is refused by the other, also when both get it at once', async () => {
 		const account = await signUp(one)
 		const { secret } = await enrollTotp(one, account)
-		await awayFromStepBoundary()
+		await awayFromStepBoundary(3000)
 		const code = totpCode(secret, 1)
 		expect((await completeWithTotp(one, await passwordStep(one, account.email), code)).status).toBe(200)
 		expect((await completeWithTotp(two, await passwordStep(two, account.email), code)).status).toBe(401)
 
 		const other = await signUp(one)
 		const enrolled = await enrollTotp(one, other)
-		await awayFromStepBoundary()
+		await awayFromStepBoundary(3000)
 		const shared = totpCode(enrolled.secret, 1)
 		const tokens = [await passwordStep(one, other.email), await passwordStep(two, other.email), await passwordStep(one, other.email), await passwordStep(two, other.email)]
 		const results = await Promise.all(tokens.map((mfaToken, index) => completeWithTotp(index % 2 ? two : one, mfaToken, shared)))

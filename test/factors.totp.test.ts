@@ -121,7 +121,7 @@ describe('logging in with TOTP', () => {
 			const { secret } = await enrollTotp(t, account)
 			// Activation used the current step; a fresh factor's later steps are still unused.
 			const mfaToken = await passwordStep(t, account.email)
-			await awayFromStepBoundary()
+			await awayFromStepBoundary(3000)
 			const code = totpCode(secret, steps)
 			// The current step was spent by activation: for it, use a new factor's first login instead.
 			if (steps <= 0) await t.database.handle.db.update(factors).set({ totpLastStep: null }).where(eq(factors.userId, account.id))
@@ -134,7 +134,7 @@ describe('logging in with TOTP', () => {
 			const { secret } = await enrollTotp(t, account)
 			await t.database.handle.db.update(factors).set({ totpLastStep: null }).where(eq(factors.userId, account.id))
 			const mfaToken = await passwordStep(t, account.email)
-			await awayFromStepBoundary()
+			await awayFromStepBoundary(3000)
 			const res = await completeWithTotp(t, mfaToken, totpCode(secret, steps))
 			expect(res.status).toBe(401)
 			expect(res.body).toEqual(problem('invalid-second-factor', 401, '/api/auth/mfa', 'The code or passkey was not accepted'))
@@ -144,7 +144,7 @@ describe('logging in with TOTP', () => {
 	test('a code once accepted is refused when replayed, also with a new mfaToken and in parallel', async () => {
 		const account = await signUp(t)
 		const { secret } = await enrollTotp(t, account)
-		await awayFromStepBoundary()
+		await awayFromStepBoundary(3000)
 		const code = totpCode(secret, 1)
 		const tokens = await Promise.all(Array.from({ length: 8 }, () => passwordStep(t, account.email)))
 		const results = await Promise.all(tokens.map((mfaToken) => completeWithTotp(t, mfaToken, code)))

@@ -12,6 +12,8 @@ setDefaultTimeout(60_000)
 
 /** Receivers on loopback, retries a second apart, each run as soon as it is due (a poll every tenth of a second, not every second). */
 const WEBHOOK_ENV = { WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', WEBHOOK_RETRY_SCHEDULE: '1,1,1', JOB_POLL_SECONDS: '0.1' }
+/** For tests that wait out a retry and do nothing meanwhile (a receiver that is down for a while needs the seconds above). */
+const QUICK_RETRIES = '0.25,0.25,0.25'
 
 // One database for the file; each test runs its own app and receivers on it, closed before the next starts
 // (an app left running would deliver the next test's events too).
@@ -68,7 +70,7 @@ const createdFor = (user: { id: string }) => (d: ReceivedDelivery) => d.event.ty
 describe('retries', () => {
 	test('a receiver answering 500, then 200, gets the event on the retry, with the same webhook-id and a valid signature', async () => {
 		const hooks = await receiver()
-		const { t, admin } = await app()
+		const { t, admin } = await app({ WEBHOOK_RETRY_SCHEDULE: QUICK_RETRIES })
 		const endpoint = await subscribe(t, admin, hooks.url)
 		hooks.replies = [500, 200]
 		const user = await signUp(t)
@@ -84,7 +86,7 @@ describe('retries', () => {
 
 	test('a receiver that never answers times out and is tried again; the request that caused the event never waits for it', async () => {
 		const hooks = await receiver()
-		const { t, admin } = await app({ WEBHOOK_TIMEOUT_SECONDS: '2' })
+		const { t, admin } = await app({ WEBHOOK_TIMEOUT_SECONDS: '2', WEBHOOK_RETRY_SCHEDULE: QUICK_RETRIES })
 		const endpoint = await subscribe(t, admin, hooks.url)
 		hooks.replies = ['hang']
 		const user = await signUp(t)
@@ -113,7 +115,7 @@ describe('retries', () => {
 
 	test('after the last retry the delivery is failed; a redelivery sends it again with the same webhook-id', async () => {
 		const hooks = await receiver()
-		const { t, admin } = await app({ WEBHOOK_RETRY_SCHEDULE: '1' })
+		const { t, admin } = await app({ WEBHOOK_RETRY_SCHEDULE: '0.25' })
 		const endpoint = await subscribe(t, admin, hooks.url)
 		hooks.replies = [503, 503]
 		const user = await signUp(t)
@@ -136,7 +138,7 @@ describe('isolation', () => {
 		const slow = await receiver()
 		const fast = await receiver()
 		// 4 slots; a slow endpoint may hold 1 of them.
-		const { t, admin } = await app({ WEBHOOK_CONCURRENCY: '4', WEBHOOK_TIMEOUT_SECONDS: '2', WEBHOOK_RETRY_SCHEDULE: '30' })
+		const { t, admin } = await app({ WEBHOOK_CONCURRENCY: '4', WEBHOOK_TIMEOUT_SECONDS: '1', WEBHOOK_RETRY_SCHEDULE: '30' })
 		await subscribe(t, admin, slow.url)
 		slow.otherwise = 'hang'
 		// Its first attempt takes the whole timeout: it is known slow from then on.
@@ -146,7 +148,7 @@ describe('isolation', () => {
 		await subscribe(t, admin, fast.url)
 		const users = await Promise.all(Array.from({ length: 12 }, () => signUp(t)))
 		// Every event reached the healthy receiver, while the slow one was never sent more than one at a time
-		// (without the cap, its attempts would take all 4 slots for 2 s at each claim).
+		// (without the cap, its attempts would take all 4 slots for 1 s at each claim).
 		for (const user of users) await fast.waitFor(createdFor(user), 1, 10_000)
 		expect(slow.mostHanging).toBe(1)
 		const pending = await database.handle.db.select({ n: sql<number>`count(*)::int` }).from(webhookDeliveries).where(sql`status = 'pending' and endpoint_id = (select id from webhook_endpoints where url = ${slow.url})`)
@@ -324,7 +326,8 @@ describe('refused destinations at every attempt', () => {
 describe('endpoint health', () => {
 	test('an endpoint failing for WEBHOOK_DISABLE_AFTER_SECONDS is disabled, with an audit event and a metric; turned on again it receives', async () => {
 		const hooks = await receiver()
-		const { t, admin } = await app({ WEBHOOK_DISABLE_AFTER_SECONDS: '2', WEBHOOK_RETRY_SCHEDULE: '1,1,1,1,1,1', METRICS_ENABLED: 'true' })
+		// Retries every quarter second: the endpoint reaches its 2 s of failing with at most a quarter second over.
+		const { t, admin } = await app({ WEBHOOK_DISABLE_AFTER_SECONDS: '2', WEBHOOK_RETRY_SCHEDULE: Array(12).fill('0.25').join(','), METRICS_ENABLED: 'true' })
 		const endpoint = await subscribe(t, admin, hooks.url)
 		hooks.otherwise = 500
 		await signUp(t)
@@ -343,7 +346,8 @@ describe('endpoint health', () => {
 		await t.app.decorator.webhookJobs.idle()
 		const before = hooks.received.length
 		await signUp(t)
-		await Bun.sleep(1500)
+		// Three retry intervals: long enough for an attempt that should not happen to be made.
+		await Bun.sleep(750)
 		expect(hooks.received).toHaveLength(before)
 
 		hooks.otherwise = 204
