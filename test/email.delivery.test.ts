@@ -1,6 +1,7 @@
-import { afterAll, afterEach, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { problem, startTestApp, type TestApp } from './support/app'
 import { createTestDatabase, type TestDatabase } from './support/database'
+import { closedAfterEachTest } from './support/running'
 import { login, PASSWORD, signUp, uniqueEmail } from './support/fixtures'
 import { countJobs, loggedMail, mailJobs, proofOf, SmtpSink, SUBJECT, waitForMailJob } from './support/mail'
 
@@ -15,24 +16,19 @@ const FAST_JOBS = { JOB_RETRY_SECONDS: '1', JOB_POLL_SECONDS: '0.1', MAIL_RESEND
  */
 const QUICK_RETRIES = { JOB_RETRY_SECONDS: '0.25' }
 
-// One database for the file; each test runs its own app and SMTP server on it, closed before the next starts
-// (two live apps on one database would each run the other's jobs, through their own SMTP settings).
+// One database for the file; each test runs its own app and SMTP server on it, closed before the next starts.
 let database: TestDatabase
-let running: Array<{ close(): Promise<void> }> = []
 beforeAll(async () => {
 	database = await createTestDatabase()
 })
-afterEach(async () => {
-	for (const thing of running.reverse()) await thing.close()
-	running = []
-})
+const closeAfterTest = closedAfterEachTest()
 afterAll(() => database.drop())
 
 async function sinkAndApp(options: Parameters<typeof SmtpSink.start>[0] = {}, env: Record<string, string> = {}) {
 	const sink = await SmtpSink.start(options)
-	running.push({ close: () => sink.stop() })
+	closeAfterTest({ close: () => sink.stop() })
 	const t = await startTestApp({ SMTP_URL: sink.url, ...FAST_JOBS, ...env }, database)
-	running.push(t)
+	closeAfterTest(t)
 	return { sink, t }
 }
 
@@ -104,11 +100,10 @@ describe('an SMTP server that is down', () => {
 		expect((await requestRecovery(t, user.email)).status).toBe(202)
 		await waitForMailJob(database, 'recovery', user.email, failedAtLeast(1))
 		await t.close()
-		running = running.filter((thing) => thing !== t)
 
 		await sink.restart()
 		const next = await startTestApp({ SMTP_URL: sink.url, ...FAST_JOBS }, database)
-		running.push(next)
+		closeAfterTest(next)
 		await sink.waitFor(user.email, { subject: SUBJECT.recovery })
 		await next.app.decorator.jobs.idle()
 		expectDelivered((await mailJobs(database, 'recovery', user.email))[0], 2)
@@ -151,12 +146,12 @@ describe('TLS and credentials', () => {
 	test('wrong credentials: the mail is retried, and neither the stored error nor any log line holds the address or the password', async () => {
 		const password = 'wrong-smtp-password-7f3a'
 		const sink = await SmtpSink.start({ credentials: { user: 'latchkey', pass: 'the-right-one' } })
-		running.push({ close: () => sink.stop() })
+		closeAfterTest({ close: () => sink.stop() })
 		const t = await startTestApp(
 			{ SMTP_URL: sink.url.replace('the-right-one', password), ...FAST_JOBS, EMAIL_VERIFICATION: 'off' },
 			database,
 		)
-		running.push(t)
+		closeAfterTest(t)
 		expect(t.config.mail.smtpUrl).toContain(password)
 		const user = await signUp(t)
 		expect((await requestRecovery(t, user.email)).status).toBe(202)
@@ -178,7 +173,7 @@ describe('TLS and credentials', () => {
 describe('without SMTP_URL', () => {
 	test('in development each mail is written to the log, link and code included, and the outbox row finishes', async () => {
 		const t = await startTestApp({ NODE_ENV: 'development', APP_URL, MAIL_RESEND_SECONDS: '0', EMAIL_VERIFICATION: 'off' }, database)
-		running.push(t)
+		closeAfterTest(t)
 		const user = await signUp(t)
 		expect((await requestRecovery(t, user.email)).status).toBe(202)
 		const mail = await loggedMail(t, user.email)
@@ -193,7 +188,7 @@ describe('without SMTP_URL', () => {
 
 	test('in production the request routes answer 503 mail-unavailable and queue nothing; sign-up queues no mail', async () => {
 		const t = await startTestApp({ NODE_ENV: 'production' }, database)
-		running.push(t)
+		closeAfterTest(t)
 		const mailsBefore = await countJobs(database, 'mail')
 		const requestsBefore = await countJobs(database, 'mail-request')
 		const email = uniqueEmail('production')

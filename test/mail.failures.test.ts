@@ -1,7 +1,8 @@
-import { afterAll, afterEach, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { startTestApp, type TestApp } from './support/app'
 import { selfSignedCertificate } from './support/certificates'
 import { createTestDatabase, type TestDatabase } from './support/database'
+import { closedAfterEachTest } from './support/running'
 import { signUp } from './support/fixtures'
 import { sendFailureCause } from '../src/mail/mailer'
 import { SmtpSink } from './support/mail'
@@ -13,25 +14,21 @@ const FAST_JOBS = { JOB_RETRY_SECONDS: '1', JOB_POLL_SECONDS: '1', MAIL_RESEND_S
 
 // One database for the file; each test runs its own app and SMTP server on it, closed before the next starts.
 let database: TestDatabase
-let running: Array<{ close(): Promise<void> }> = []
 beforeAll(async () => {
 	database = await createTestDatabase()
 })
-afterEach(async () => {
-	for (const thing of running.reverse()) await thing.close()
-	running = []
-})
+const closeAfterTest = closedAfterEachTest()
 afterAll(() => database.drop())
 
 async function sink(options: Parameters<typeof SmtpSink.start>[0] = {}) {
 	const started = await SmtpSink.start(options)
-	running.push({ close: () => started.stop() })
+	closeAfterTest({ close: () => started.stop() })
 	return started
 }
 
 async function app(smtpUrl: string) {
 	const t = await startTestApp({ SMTP_URL: smtpUrl, ...FAST_JOBS }, database)
-	running.push(t)
+	closeAfterTest(t)
 	return t
 }
 
@@ -130,7 +127,7 @@ describe('the mail transport is logged at start', () => {
 
 	test('without SMTP_URL in development, the start says mail only goes to the log', async () => {
 		const t = await startTestApp({ ...FAST_JOBS }, database)
-		running.push(t)
+		closeAfterTest(t)
 		expect(t.logs.some((line) => line.includes('mail is written to the log, not sent: no SMTP_URL'))).toBe(true)
 		expect(t.logs.some((line) => line.includes('mail goes over SMTP'))).toBe(false)
 	})

@@ -1,3 +1,4 @@
+import { afterEach } from 'bun:test'
 /**
  * What test files leave running in the background: apps (with their job workers, which poll their
  * database) until closed. Dropping a test database stops what still runs on it first; an app that
@@ -41,4 +42,20 @@ export async function stopLeftovers({ all = false } = {}): Promise<string[]> {
 function once(close: () => Promise<void>): () => Promise<void> {
 	let closing: Promise<void> | undefined
 	return () => (closing ??= close())
+}
+
+/**
+ * What each test of a file starts (apps, SMTP sinks), closed last first when the test ends, so that the file's
+ * next test runs alone on the file's database: two live apps on one database would each run the other's jobs,
+ * through their own settings. Returns the function that adds one (and gives it back).
+ */
+export function closedAfterEachTest(): <T extends { close(): Promise<void> }>(thing: T) => T {
+	const started: Array<{ close(): Promise<void> }> = []
+	afterEach(async () => {
+		for (const thing of started.splice(0).reverse()) await thing.close()
+	})
+	return (thing) => {
+		started.push(thing)
+		return thing
+	}
 }
