@@ -61,7 +61,8 @@ export async function startProcess(argv: string[], cwd: string, env: Record<stri
 		const { value, done } = await reader.read()
 		if (done) break
 		output += decoder.decode(value)
-		const match = /"port":(\d+)/.exec(output)
+		// The listening line's port: the SMTP transport's line, logged before it, names a port too.
+		const match = /"port":(\d+),"msg":"listening on /.exec(output)
 		if (match) {
 			void (async () => {
 				for (;;) {
