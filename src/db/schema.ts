@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm'
-import { bigint, boolean, check, index, integer, jsonb, pgTable, smallint, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core'
+import { bigint, boolean, check, index, integer, jsonb, pgTable, primaryKey, smallint, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core'
 
 // IDs are UUIDv7 made by the application (Bun.randomUUIDv7), so PostgreSQL 15 and
 // the embedded PGlite (PostgreSQL 18) behave the same.
@@ -70,8 +70,13 @@ export const sessions = pgTable(
 		enrollmentOnly: boolean('enrollment_only').notNull().default(false),
 		// The last sign-in or check of this session (the tokens' auth_time): adding a way in needs a recent one.
 		authenticatedAt: timestamp('authenticated_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
+		// The OAuth client whose authorization request started the session (its `client_id`), if one did.
+		clientId: text('client_id'),
+		// SHA-256 of the opaque value of the browser cookie `__Host-latchkey-session` (a session made at the pages).
+		browserTokenHash: text('browser_token_hash'),
 	},
 	(table) => [
+		uniqueIndex('sessions_browser_token_hash_key').on(table.browserTokenHash),
 		index('sessions_user_id_idx').on(table.userId, table.createdAt),
 		// When a session ended (revoked or expired; for a live one, its expiry), oldest first: the purge walks it.
 		index('sessions_ended_at_idx').on(sql`least(${table.revokedAt}, ${table.expiresAt})`),
@@ -457,6 +462,95 @@ export const webhookAttempts = pgTable(
 	(table) => [index('webhook_attempts_delivery_id_idx').on(table.deliveryId, table.attemptedAt)],
 )
 
+/** Applications that sign their users in through Latchkey (Latchkey as an OpenID Provider). */
+export const oauthClients = pgTable(
+	'oauth_clients',
+	{
+		id: uuid('id').primaryKey(),
+		// The OAuth `client_id`: what the protocol, sessions and consents name the client by.
+		clientId: text('client_id').notNull(),
+		name: text('name').notNull(),
+		type: text('type', { enum: ['public', 'confidential'] }).notNull(),
+		redirectUris: text('redirect_uris').array().notNull().default(sql`'{}'::text[]`),
+		postLogoutRedirectUris: text('post_logout_redirect_uris').array().notNull().default(sql`'{}'::text[]`),
+		backchannelLogoutUri: text('backchannel_logout_uri'),
+		grantTypes: text('grant_types').array().notNull(),
+		scopes: text('scopes').array().notNull(),
+		tokenEndpointAuthMethod: text('token_endpoint_auth_method', {
+			enum: ['none', 'client_secret_basic', 'client_secret_post', 'private_key_jwt'],
+		}).notNull(),
+		jwksUri: text('jwks_uri'),
+		// First-party clients (the operator's own apps, the console) skip the consent page.
+		firstParty: boolean('first_party').notNull().default(false),
+		idTokenSignedResponseAlg: text('id_token_signed_response_alg', { enum: ['RS256', 'ES256', 'EdDSA'] }),
+		logoUri: text('logo_uri'),
+		// Registered by anyone through RFC 7591 (OAUTH_DYNAMIC_REGISTRATION), not by an admin.
+		dynamic: boolean('dynamic').notNull().default(false),
+		status: text('status', { enum: ['active', 'disabled'] }).notNull().default('active'),
+		...timestamps,
+	},
+	(table) => [uniqueIndex('oauth_clients_client_id_key').on(table.clientId), index('oauth_clients_created_at_idx').on(table.createdAt, table.id)],
+)
+
+/** A confidential client's secrets, hashed: the newest, and the one before it for a while after a rotation. */
+export const oauthClientSecrets = pgTable(
+	'oauth_client_secrets',
+	{
+		id: uuid('id').primaryKey(),
+		clientId: uuid('client_id')
+			.notNull()
+			.references(() => oauthClients.id, { onDelete: 'cascade' }),
+		// SHA-256 of a 256-bit random secret: a slow hash adds nothing to a secret no one can guess.
+		secretHash: text('secret_hash').notNull(),
+		createdAt: timestamp('created_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
+		// Set when a newer secret replaces this one: it keeps working until then (24 h).
+		expiresAt: timestamp('expires_at', { withTimezone: true, precision: 3 }),
+	},
+	(table) => [index('oauth_client_secrets_client_id_idx').on(table.clientId, table.createdAt)],
+)
+
+/** What a user allowed a client (remembered, so the consent page is asked once per new scope). */
+export const oauthConsents = pgTable(
+	'oauth_consents',
+	{
+		userId: uuid('user_id')
+			.notNull()
+			.references(() => users.id),
+		clientId: uuid('client_id')
+			.notNull()
+			.references(() => oauthClients.id, { onDelete: 'cascade' }),
+		scopes: text('scopes').array().notNull(),
+		grantedAt: timestamp('granted_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
+	},
+	(table) => [uniqueIndex('oauth_consents_user_client_key').on(table.userId, table.clientId), index('oauth_consents_client_id_idx').on(table.clientId)],
+)
+
+/**
+ * The protocol's own records (authorization codes, access and refresh tokens, grants, interactions, device codes,
+ * provider sessions), kept as the OpenID Provider library writes them: one row per record, by kind (`model`).
+ */
+export const oauthArtifacts = pgTable(
+	'oauth_artifacts',
+	{
+		model: text('model').notNull(),
+		id: text('id').notNull(),
+		payload: jsonb('payload').$type<Record<string, unknown>>().notNull(),
+		// Every record issued under one grant: a code used twice, or a refresh token replayed, ends them all at once.
+		grantId: text('grant_id'),
+		userCode: text('user_code'),
+		uid: text('uid'),
+		expiresAt: timestamp('expires_at', { withTimezone: true, precision: 3 }),
+		consumedAt: timestamp('consumed_at', { withTimezone: true, precision: 3 }),
+	},
+	(table) => [
+		primaryKey({ columns: [table.model, table.id] }),
+		index('oauth_artifacts_grant_id_idx').on(table.grantId),
+		index('oauth_artifacts_user_code_idx').on(table.userCode),
+		index('oauth_artifacts_uid_idx').on(table.uid),
+		index('oauth_artifacts_expires_at_idx').on(table.expiresAt),
+	],
+)
+
 export type UserRow = typeof users.$inferSelect
 export type SessionRow = typeof sessions.$inferSelect
 export type AuditEventRow = typeof auditEvents.$inferSelect
@@ -465,3 +559,4 @@ export type JobRow = typeof jobs.$inferSelect
 export type FactorRow = typeof factors.$inferSelect
 export type WebhookEndpointRow = typeof webhookEndpoints.$inferSelect
 export type WebhookAttemptRow = typeof webhookAttempts.$inferSelect
+export type OAuthClientRow = typeof oauthClients.$inferSelect
