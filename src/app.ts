@@ -46,6 +46,12 @@ import { WEBHOOK_QUEUE } from './modules/webhooks/outbox'
 import { WebhookSender } from './modules/webhooks/sender'
 import { WebhookService } from './modules/webhooks/service'
 import { UsersService } from './modules/users/service'
+import { browserSessionsOf, OAuthDirectory } from './modules/oauth/directory'
+import { createProvider, plainProviderPages } from './modules/oauth/provider'
+import { isProtocolPath, protocolModule } from './modules/oauth/protocol'
+import { Interactions } from './modules/oauth/interactions'
+import { BACKCHANNEL_LOGOUT_QUEUE, queueBackchannelLogouts } from './modules/oauth/logout'
+import { developmentSigningKey } from './modules/oauth/signing-key'
 
 export interface AppDeps {
 	config: Config
@@ -62,6 +68,8 @@ export interface AppDeps {
 	templates?: MailTemplates
 	/** How webhook hosts resolve; only for tests that play DNS rebinding. */
 	resolveHost?: ResolveHost
+	/** The OpenID Provider's private signing key (an RSA JWK with its kid). */
+	oauthSigningKey?: Record<string, unknown>
 }
 
 export const DOCS_PATH = '/api/docs'
@@ -99,7 +107,7 @@ function corsFor(origins: string[]) {
 }
 
 /** The whole service as an Elysia app; `index.ts` listens, tests call `app.handle`. */
-export function createApp({ config, database, keys, log, counters, peerAddress, templates, dataKeys: givenDataKeys, resolveHost = systemResolver }: AppDeps) {
+export function createApp({ config, database, keys, log, counters, peerAddress, templates, dataKeys: givenDataKeys, resolveHost = systemResolver, oauthSigningKey }: AppDeps) {
 	const store = counters ?? createCounterStore(config.rateLimit.redisUrl, log)
 	const routeTable: RouteTable = { routes: [] }
 	const { db } = database
@@ -163,7 +171,7 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		claimAtLeast: Math.max(1, Math.floor(config.webhooks.concurrency / 8)),
 		onOutcome: (queue, outcome) => metrics.job(queue, outcome),
 		retryDelay: webhookDelivery.retryDelay,
-		handlers: { [WEBHOOK_QUEUE]: webhookDelivery.handle },
+		handlers: { [WEBHOOK_QUEUE]: webhookDelivery.handle, [BACKCHANNEL_LOGOUT_QUEUE]: (payload, job) => sendBackchannelLogout(payload, job) },
 	})
 	// The one road every way of signing in ends on; the factors module tells it whether a second factor is owed.
 	const signIn = new SignIn({
@@ -227,6 +235,38 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		reauthenticationSeconds: config.reauthenticationSeconds,
 		notices,
 	})
+	const issuer = config.oidc.publicUrl ?? `http://localhost:${config.port}`
+	const oauthDirectory = new OAuthDirectory(db)
+	const browserSessions = browserSessionsOf(db)
+	const secondFactorsOwed = owedSecondFactors(db)
+	const provider = createProvider({
+		db,
+		log,
+		pages: plainProviderPages,
+		settings: {
+			issuer,
+			signingKey: oauthSigningKey ?? developmentSigningKey(),
+			cookieKeys: [dataKeys.derive('latchkey oauth cookies')],
+			accessTokenTtlSeconds: config.jwt.accessTtlSeconds,
+			refreshTokenTtlSeconds: config.jwt.refreshTtlSeconds,
+			dynamicRegistration: false,
+		},
+		clients: oauthDirectory,
+		browserSessions,
+		stepUp: { hasSecondFactor: async (userId) => (await secondFactorsOwed.methodsOf(userId)).length > 0 },
+		consents: oauthDirectory,
+		verifySecret: (clientId, secret) => oauthDirectory.verifySecret(clientId, secret),
+		endSession: async (sessionId, userId, client) => void (await auth.endSession(userId, sessionId, client)),
+	})
+	const sendBackchannelLogout = queueBackchannelLogouts(provider, db)
+	const interactions = new Interactions({
+		provider,
+		issuer: new URL(issuer),
+		browserSessions,
+		isFirstParty: (clientId) => oauthDirectory.isFirstParty(clientId),
+		// Consents are remembered by the clients' admin resource (next); until then a consent lasts as long as its grant.
+		rememberConsent: async () => {},
+	})
 	const guard = authGuard({ db, keys, jwt: config.jwt, mfaRequired: config.mfa.required })
 	// A scraper holding the metrics token is the operator's own; anyone else's /metrics request is budgeted.
 	const metricsToken = config.metrics.token
@@ -259,7 +299,12 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		// before the problem handler, whose error hook would otherwise answer before theirs counted.
 		.use(rateLimits({ config: config.rateLimit, store, exempt: isAuthorizedScrape, onRefused: (budget) => metrics.refused(budget) }))
 		.use(
-			requestChecks({ bodyLimitBytes: config.bodyLimitBytes, htmlPaths: new Set([DOCS_PATH]), textPaths: new Set(['/metrics']) }),
+			requestChecks({
+				bodyLimitBytes: config.bodyLimitBytes,
+				htmlPaths: new Set([DOCS_PATH]),
+				textPaths: new Set(['/metrics']),
+				passThrough: isProtocolPath,
+			}),
 		)
 		.use(problemHandler(log, routeTable, config.rateLimit.windowSeconds))
 		.onStop(() => store.close())
@@ -282,6 +327,7 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		.use(jwks(keys))
 		.use(config.metrics.enabled ? metricsRoute(metrics, config.metrics.token) : new Elysia({ name: 'metrics-disabled' }))
 		.use(api)
+		.use(protocolModule({ provider, issuer, interactions }))
 		// Every path is a route, so that a 404 or 405 passes the rate limits like any other answer.
 		.all('/*', ({ request, path }) => {
 			throw unmatchedRoute(routeTable, request.method, path)

@@ -27,10 +27,14 @@ async function fetchDocument(app: TestApp['app']) {
 	return app.handle(new Request('http://localhost/api/docs/json'))
 }
 
-const operations = () =>
+const allOperations = () =>
 	Object.entries(document.paths as Record<string, Json>).flatMap(([path, item]) =>
 		METHODS.filter((method) => item[method]).map((method) => ({ path, method, operation: item[method] as Json })),
 	)
+/** The OpenID Provider's endpoints speak their standards' formats (form bodies, RFC 6749 errors, pages): tested apart. */
+const isProtocol = (operation: Json) => operation.tags?.includes('OpenID Provider') === true
+/** The API's own operations, held to its contract (problem+json, JSON bodies, budgets). */
+const operations = () => allOperations().filter(({ operation }) => !isProtocol(operation))
 
 /** The security that applies to an operation: its own, else the document's. */
 const securityOf = (operation: Json): Json[] => operation.security ?? document.security ?? []
@@ -61,7 +65,7 @@ describe('the OpenAPI document', () => {
 		const routes = t.app.routes.filter((route) => route.method !== 'OPTIONS' && !DOCS_PATHS.has(route.path) && route.path !== '/*')
 		expect(routes.length).toBeGreaterThan(10)
 		for (const route of routes) expect({ route: `${route.method} ${route.path}`, documented: document.paths[openApiPath(route.path)]?.[route.method.toLowerCase()] !== undefined }).toEqual({ route: `${route.method} ${route.path}`, documented: true })
-		const documented = operations().map(({ method, path }) => `${method} ${path}`)
+		const documented = allOperations().map(({ method, path }) => `${method} ${path}`)
 		expect(documented.sort()).toEqual(routes.map((route) => `${route.method.toLowerCase()} ${openApiPath(route.path)}`).sort())
 	})
 
@@ -91,6 +95,20 @@ describe('the OpenAPI document', () => {
 					expect(example.value).toMatchObject({ status: Number(status), type: expect.stringMatching(/^https:\/\/latchkey\.dev\/problems\//), data: null, errors: expect.any(Array) })
 			}
 			if (operation.requestBody) expect(Object.keys(operation.requestBody.content)).toEqual(['application/json'])
+		}
+	})
+
+	test('describes the OpenID Provider\'s endpoints in their standards\' formats, public, with the headers every response has', () => {
+		const protocol = allOperations().filter(({ operation }) => isProtocol(operation))
+		expect(protocol.map(({ method, path }) => `${method} ${path}`)).toContain('post /oauth2/token')
+		for (const { path, method, operation } of protocol) {
+			const where = `${method} ${path}`
+			expect({ where, summary: typeof operation.summary, id: typeof operation.operationId, security: operation.security }).toEqual({ where, summary: 'string', id: 'string', security: [] })
+			for (const [status, response] of Object.entries(operation.responses as Record<string, Json>)) {
+				expect({ where, status, description: typeof response.description }).toEqual({ where, status, description: 'string' })
+				expect(Object.keys(response.headers ?? {})).toContain('X-Request-Id')
+				if (Number(status) >= 400 && response.content?.['application/json']) expect(response.content['application/json'].schema.required).toEqual(['error'])
+			}
 		}
 	})
 

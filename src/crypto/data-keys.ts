@@ -1,3 +1,4 @@
+import { hkdfSync } from 'node:crypto'
 import type { Logger } from '../log'
 
 /** A sealed value that none of the configured keys opens (the key changed without the old one kept), or that was tampered with. */
@@ -48,6 +49,14 @@ export class DataKeys {
 		if (developmentKey)
 			log?.warn('DATA_ENCRYPTION_KEY is not set: using a random key for this process; TOTP factors enrolled now stop working after a restart')
 		return new DataKeys(settings.current ?? developmentKey ?? '', settings.previous, developmentKey)
+	}
+
+	/**
+	 * A key for another purpose (the OpenID Provider's signed cookies), derived from the current key with HKDF:
+	 * one secret to configure, and a different key for each purpose.
+	 */
+	derive(purpose: string): string {
+		return Buffer.from(hkdfSync('sha256', Buffer.from(this.current, 'base64'), new Uint8Array(0), purpose, 32)).toString('base64url')
 	}
 
 	/** A new random key, base64 (what `openssl rand -base64 32` prints). */

@@ -19,6 +19,9 @@ export const bearerSecurityScheme = {
 /** Vendor extension on a problem response: the problem kinds it stands for, turned into examples in the document. */
 export const PROBLEM_TYPES_EXTENSION = 'x-problem-types'
 
+/** Vendor extension on an operation: it answers in another standard's formats (OAuth, OpenID Connect), documented as written. */
+export const STANDARD_FORMAT_EXTENSION = 'x-standard-format'
+
 /** Vendor extension on a response schema: the response headers it declares beyond those every response has (see `withResponseHeaders`). */
 export const RESPONSE_HEADERS_EXTENSION = 'x-response-headers'
 

@@ -8,6 +8,8 @@ import { problemBody } from './problem-catalogue'
 /** Probes count against no budget. */
 export const PROBES = new Set(['/api/health', '/api/health/', '/api/health/ready'])
 const AUTH_PREFIX = '/api/auth/'
+/** The OpenID Provider's endpoints that check a client's or a device's credentials count as /auth does (API.md). */
+const PROTOCOL_AUTH_PATHS = new Set(['/oauth2/token', '/oauth2/introspection', '/oauth2/revocation', '/oauth2/device-authorization'])
 // What the plugin answers when a budget is spent (it adds the RateLimit-* and
 // Retry-After headers to it); turned into a problem+json response below.
 const REFUSED_MARKER = 'x-latchkey-rate-limited'
@@ -79,7 +81,7 @@ export interface RateLimitDeps {
 export function rateLimits({ config, store, exempt = () => false, onRefused }: RateLimitDeps) {
 	const durationMs = config.windowSeconds * 1000
 	const generator = (request: Request) => clientOf(request).key
-	const countsAgainstAuth = (request: Request) => hashing.has(request) || pathOf(request).startsWith(AUTH_PREFIX)
+	const countsAgainstAuth = (request: Request) => hashing.has(request) || pathOf(request).startsWith(AUTH_PREFIX) || PROTOCOL_AUTH_PATHS.has(pathOf(request))
 	const budget = (name: Budget, max: number | (() => number), skip: (request: Request) => boolean) =>
 		rateLimit({
 			duration: durationMs,

@@ -20,6 +20,11 @@ export interface SecurityOptions {
 	htmlPaths: ReadonlySet<string>
 	/** Other paths that do not serve JSON (Prometheus text): no JSON negotiation. */
 	textPaths?: ReadonlySet<string>
+	/**
+	 * Paths whose format a standard sets (the OpenID Provider's endpoints: form bodies in, their own JSON out):
+	 * no negotiation or media type checks, and the body is handed on unread (bytes) within the size limit.
+	 */
+	passThrough?: (pathname: string) => boolean
 }
 
 const hasBody = (request: Request) => {
@@ -46,9 +51,14 @@ export const responseHeaders = ({ htmlPaths }: Pick<SecurityOptions, 'htmlPaths'
 	})
 
 /** What the door refuses a request for, before its body is read: 406, 400 (the query), 415, 413 (Content-Length). */
-function doorProblem(request: Request, { bodyLimitBytes, htmlPaths, textPaths = new Set() }: SecurityOptions): AppError | undefined {
+function doorProblem(request: Request, { bodyLimitBytes, htmlPaths, textPaths = new Set(), passThrough }: SecurityOptions): AppError | undefined {
 	if (request.method === 'OPTIONS') return undefined
 	const url = new URL(request.url)
+	if (passThrough?.(url.pathname)) {
+		if (BODY_METHODS.has(request.method) && Number(request.headers.get('content-length') ?? 0) > bodyLimitBytes)
+			return new AppError('payload-too-large', `The request body exceeds ${bodyLimitBytes} bytes`)
+		return undefined
+	}
 	const accept = request.headers.get('accept')
 	const json = !htmlPaths.has(url.pathname) && !textPaths.has(url.pathname)
 	if (json && accept && !new Negotiator({ headers: { accept } }).mediaType(JSON_TYPES))
@@ -95,6 +105,7 @@ export const requestChecks = (options: SecurityOptions) =>
 			const bytes = await request.arrayBuffer()
 			if (bytes.byteLength > options.bodyLimitBytes)
 				throw new AppError('payload-too-large', `The request body exceeds ${options.bodyLimitBytes} bytes`)
+			if (options.passThrough?.(new URL(request.url).pathname)) return bytes
 			if (bytes.byteLength === 0) return undefined
 			let body: unknown
 			try {

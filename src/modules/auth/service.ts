@@ -255,18 +255,30 @@ export class AuthService {
 		return revoked
 	}
 
+	/** A session signed out of from a browser (through a client, RP-initiated logout): as a local logout is. */
+	async endSession(userId: string, sessionId: string, client: ClientInfo): Promise<number> {
+		const revoked = await this.deps.db.transaction((tx) => revokeOwnSession(tx, userId, sessionId))
+		await this.deps.audit.record('logout', client, { actorId: userId, subjectId: userId, details: { scope: 'local', sessionsRevoked: revoked } })
+		return revoked
+	}
+
 	private revokeForLogout(caller: Caller, scope: LogoutScope): Promise<number> {
 		const { user, sessionId } = caller
 		return this.deps.db.transaction(async (tx) => {
 			if (scope === 'global') return revokeUserSessions(tx, user.id, 'logout')
 			if (scope === 'others') return revokeUserSessions(tx, user.id, 'logout', sessionId)
-			const revoked = await tx
-				.update(sessions)
-				.set({ revokedAt: sql`now()` })
-				.where(and(eq(sessions.id, sessionId), isNull(sessions.revokedAt)))
-				.returning()
-			await recordWebhookEvents(tx, revoked.map((row) => sessionEvent('session.revoked', row, 'logout')))
-			return revoked.length
+			return revokeOwnSession(tx, user.id, sessionId)
 		})
 	}
+}
+
+/** Revokes a user's session at its owner's logout, with its `session.revoked` event; how many (0 or 1). */
+async function revokeOwnSession(tx: Queryable, userId: string, sessionId: string): Promise<number> {
+	const revoked = await tx
+		.update(sessions)
+		.set({ revokedAt: sql`now()` })
+		.where(and(eq(sessions.id, sessionId), eq(sessions.userId, userId), isNull(sessions.revokedAt)))
+		.returning()
+	await recordWebhookEvents(tx, revoked.map((row) => sessionEvent('session.revoked', row, 'logout')))
+	return revoked.length
 }

@@ -6,6 +6,7 @@ import {
 	PROBLEM_TYPES_EXTENSION,
 	RESPONSE_HEADERS,
 	RESPONSE_HEADERS_EXTENSION,
+	STANDARD_FORMAT_EXTENSION,
 	type ResponseHeaderId,
 } from '../../http/openapi'
 import { kindsOfStatus, PROBLEM_KINDS, PROBLEM_TYPE_BASE, problemExample, ProblemSchema, type ProblemKind } from '../../http/problem-catalogue'
@@ -248,7 +249,7 @@ function finishOperation(path: string, method: string, operation: Json, facts: R
 	}
 	// OpenAPI has no schema for the query as a whole; this says what `additionalProperties: false` would.
 	if (facts?.queryClosed) operation['x-query'] = { additionalProperties: false }
-	if (operation.requestBody) {
+	if (operation.requestBody && !operation[STANDARD_FORMAT_EXTENSION]) {
 		const schema = cleanSchema(operation.requestBody.content?.[JSON_TYPE]?.schema ?? {})
 		if (facts?.bodyClosed) schema.additionalProperties = false
 		operation.requestBody = { required: !facts?.bodyOptional, content: { [JSON_TYPE]: { schema } } }
@@ -273,6 +274,16 @@ function finishOperation(path: string, method: string, operation: Json, facts: R
 		]
 		for (const id of all) usedHeaders.add(id)
 		return Object.fromEntries(all.map((id) => [RESPONSE_HEADERS[id].name, { $ref: `#/components/headers/${id}` }]))
+	}
+
+	// An endpoint of another standard (the OpenID Provider's) answers in that standard's formats: its responses
+	// and form body stand as written, with the headers every response here carries.
+	if (operation[STANDARD_FORMAT_EXTENSION]) {
+		delete operation[STANDARD_FORMAT_EXTENSION]
+		operation.responses = Object.fromEntries(
+			Object.entries((operation.responses ?? {}) as Record<string, Json>).map(([status, response]) => [status, { ...response, headers: { ...response.headers, ...headersOf(status, undefined) } }]),
+		)
+		return
 	}
 
 	const successes: Record<string, Json> = {}

@@ -1,0 +1,110 @@
+import { and, eq, gt, isNull, lt, or, sql } from 'drizzle-orm'
+import type { Adapter, AdapterPayload } from 'oidc-provider'
+import type { Database } from '../../db/client'
+import { oauthArtifacts, sessions, users } from '../../db/schema'
+
+/*
+ * The OpenID Provider library's storage (its "adapter"), on Latchkey's database — PostgreSQL or the embedded
+ * PGlite alike: one row per record in `oauth_artifacts`, by kind (`model`) and id. Two kinds are not kept
+ * there: clients come from `oauth_clients` (the admin API's resource), and a provider session is valid only
+ * while the Latchkey session it stands for is (`LATCHKEY_SESSION`), so that revoking a session through the
+ * API, a password change, a recovery or a deactivation ends the browser's single sign-on too.
+ */
+
+/** The field of a provider session's payload that names its Latchkey session. */
+export const LATCHKEY_SESSION = 'latchkeySessionId'
+
+/** How the library's records reach clients: the admin API's service, given at composition. */
+export interface ClientMetadataSource {
+	/** The library's metadata of an active client; undefined for an unknown or disabled one. */
+	metadataOf(clientId: string): Promise<AdapterPayload | undefined>
+}
+
+/** Records that live only a short while get a lifetime even when the library gives none (it always does today). */
+const FALLBACK_SECONDS = 3600
+
+export function databaseAdapter(db: Database, clients: ClientMetadataSource) {
+	return class DatabaseAdapter implements Adapter {
+		constructor(private readonly model: string) {}
+
+		async upsert(id: string, payload: AdapterPayload, expiresIn: number): Promise<void> {
+			if (this.model === 'Client') return
+			const expiresAt = sql`now() + make_interval(secs => ${expiresIn > 0 ? expiresIn : FALLBACK_SECONDS})`
+			const row = { grantId: payload.grantId ?? null, userCode: payload.userCode ?? null, uid: payload.uid ?? null, payload: payload as Record<string, unknown> }
+			await db
+				.insert(oauthArtifacts)
+				.values({ model: this.model, id, ...row, expiresAt })
+				.onConflictDoUpdate({ target: [oauthArtifacts.model, oauthArtifacts.id], set: { ...row, expiresAt } })
+		}
+
+		async find(id: string): Promise<AdapterPayload | undefined> {
+			if (this.model === 'Client') return clients.metadataOf(id)
+			return this.findWhere(eq(oauthArtifacts.id, id))
+		}
+
+		findByUserCode(userCode: string) {
+			return this.findWhere(eq(oauthArtifacts.userCode, userCode))
+		}
+
+		findByUid(uid: string) {
+			return this.findWhere(eq(oauthArtifacts.uid, uid))
+		}
+
+		async consume(id: string): Promise<void> {
+			await db
+				.update(oauthArtifacts)
+				.set({ consumedAt: sql`now()` })
+				.where(and(eq(oauthArtifacts.model, this.model), eq(oauthArtifacts.id, id)))
+		}
+
+		async destroy(id: string): Promise<void> {
+			await db.delete(oauthArtifacts).where(and(eq(oauthArtifacts.model, this.model), eq(oauthArtifacts.id, id)))
+		}
+
+		async revokeByGrantId(grantId: string): Promise<void> {
+			// Every kind at once: a code used twice or a refresh token replayed ends all that the grant issued.
+			await db.delete(oauthArtifacts).where(eq(oauthArtifacts.grantId, grantId))
+		}
+
+		private async findWhere(condition: ReturnType<typeof eq>): Promise<AdapterPayload | undefined> {
+			const [row] = await db
+				.select({ payload: oauthArtifacts.payload, consumedAt: oauthArtifacts.consumedAt })
+				.from(oauthArtifacts)
+				.where(and(eq(oauthArtifacts.model, this.model), condition, or(isNull(oauthArtifacts.expiresAt), gt(oauthArtifacts.expiresAt, sql`now()`))))
+				.limit(1)
+			if (!row) return undefined
+			const payload: AdapterPayload = row.consumedAt ? { ...row.payload, consumed: Math.floor(row.consumedAt.getTime() / 1000) } : { ...row.payload }
+			if (this.model === 'Session' && !(await latchkeySessionIsLive(db, payload))) return undefined
+			return payload
+		}
+	}
+}
+
+/** Whether the Latchkey session a provider session stands for is still live (not revoked, not expired, its account active). */
+async function latchkeySessionIsLive(db: Database, payload: AdapterPayload): Promise<boolean> {
+	const sessionId = payload[LATCHKEY_SESSION]
+	// A provider session no one signed in to yet (an authorization request in progress) stands for none.
+	if (payload.accountId === undefined) return true
+	if (typeof sessionId !== 'string') return false
+	const [live] = await db
+		.select({ id: sessions.id })
+		.from(sessions)
+		.innerJoin(users, eq(users.id, sessions.userId))
+		.where(and(eq(sessions.id, sessionId), isNull(sessions.revokedAt), gt(sessions.expiresAt, sql`now()`), eq(users.status, 'active')))
+		.limit(1)
+	return live !== undefined
+}
+
+/** Deletes up to `limit` expired records (the schedule calls it until none is left); returns how many. */
+export async function purgeExpiredArtifacts(db: Database, limit = 1000): Promise<number> {
+	const expired = db
+		.select({ model: oauthArtifacts.model, id: oauthArtifacts.id })
+		.from(oauthArtifacts)
+		.where(lt(oauthArtifacts.expiresAt, sql`now()`))
+		.limit(limit)
+	const deleted = await db
+		.delete(oauthArtifacts)
+		.where(sql`(${oauthArtifacts.model}, ${oauthArtifacts.id}) in (${expired})`)
+		.returning({ id: oauthArtifacts.id })
+	return deleted.length
+}

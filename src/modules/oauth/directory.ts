@@ -1,0 +1,118 @@
+import { and, eq, gt, isNull, or, sql } from 'drizzle-orm'
+import type { AdapterPayload } from 'oidc-provider'
+import type { Database } from '../../db/client'
+import { oauthClients, oauthClientSecrets, oauthConsents, sessions, users, type OAuthClientRow } from '../../db/schema'
+import { digestOf, isOpaqueToken, newOpaqueToken, sameDigest } from '../../crypto/opaque-tokens'
+import type { BrowserSession, BrowserSessions } from './provider'
+
+/*
+ * What the provider reads of Latchkey's own records: clients (as the library's metadata), their secrets'
+ * digests, remembered consents, and the browser session behind the pages' cookie.
+ */
+
+export const BROWSER_SESSION_COOKIE = '__Host-latchkey-session'
+
+const LOOPBACK = /^http:\/\/(127\.0\.0\.1|\[::1\]|localhost)(:\d+)?\//
+
+/** A public client whose every redirect is loopback or a private scheme is a native app (RFC 8252): any loopback port goes. */
+const isNative = (client: OAuthClientRow) =>
+	client.type === 'public' && client.redirectUris.length > 0 && client.redirectUris.every((uri) => LOOPBACK.test(uri) || !/^https?:/.test(uri))
+
+/**
+ * The library's view of a client. A confidential client's secret is never known here (only its digest): the
+ * library is given a random stand-in that satisfies its metadata rules, and its comparison is replaced by
+ * `verifySecret` (provider.ts); no algorithm that would key on the secret (HS256, client_secret_jwt) is enabled.
+ */
+export function clientMetadata(client: OAuthClientRow): AdapterPayload {
+	const usesSecret = client.tokenEndpointAuthMethod === 'client_secret_basic' || client.tokenEndpointAuthMethod === 'client_secret_post'
+	return {
+		client_id: client.clientId,
+		client_name: client.name,
+		application_type: isNative(client) ? 'native' : 'web',
+		redirect_uris: client.redirectUris,
+		post_logout_redirect_uris: client.postLogoutRedirectUris,
+		grant_types: client.grantTypes,
+		response_types: client.grantTypes.includes('authorization_code') ? ['code'] : [],
+		scope: client.scopes.join(' '),
+		token_endpoint_auth_method: client.tokenEndpointAuthMethod,
+		id_token_signed_response_alg: client.idTokenSignedResponseAlg ?? 'RS256',
+		...(usesSecret ? { client_secret: newOpaqueToken() } : {}),
+		...(client.jwksUri ? { jwks_uri: client.jwksUri } : {}),
+		...(client.logoUri ? { logo_uri: client.logoUri } : {}),
+		...(client.backchannelLogoutUri ? { backchannel_logout_uri: client.backchannelLogoutUri, backchannel_logout_session_required: true } : {}),
+	}
+}
+
+export class OAuthDirectory {
+	constructor(private readonly db: Database) {}
+
+	private async activeClient(clientId: string): Promise<OAuthClientRow | undefined> {
+		const [client] = await this.db
+			.select()
+			.from(oauthClients)
+			.where(and(eq(oauthClients.clientId, clientId), eq(oauthClients.status, 'active')))
+			.limit(1)
+		return client
+	}
+
+	async metadataOf(clientId: string): Promise<AdapterPayload | undefined> {
+		const client = await this.activeClient(clientId)
+		return client && clientMetadata(client)
+	}
+
+	async isFirstParty(clientId: string): Promise<boolean> {
+		return (await this.activeClient(clientId))?.firstParty ?? false
+	}
+
+	/** Whether `secret` is one of the client's live secrets (the newest, or the one before it during its overlap). */
+	async verifySecret(clientId: string, secret: string): Promise<boolean> {
+		const offered = digestOf(secret)
+		const live = await this.db
+			.select({ secretHash: oauthClientSecrets.secretHash })
+			.from(oauthClientSecrets)
+			.innerJoin(oauthClients, eq(oauthClients.id, oauthClientSecrets.clientId))
+			.where(
+				and(
+					eq(oauthClients.clientId, clientId),
+					eq(oauthClients.status, 'active'),
+					eq(oauthClients.type, 'confidential'),
+					or(isNull(oauthClientSecrets.expiresAt), gt(oauthClientSecrets.expiresAt, sql`now()`)),
+				),
+			)
+		// Every live digest is compared, so the time taken does not say which one matched.
+		return live.map((row) => sameDigest(row.secretHash, offered)).includes(true)
+	}
+
+	async remembered(userId: string, clientId: string): Promise<string[]> {
+		const [consent] = await this.db
+			.select({ scopes: oauthConsents.scopes })
+			.from(oauthConsents)
+			.innerJoin(oauthClients, eq(oauthClients.id, oauthConsents.clientId))
+			.where(and(eq(oauthConsents.userId, userId), eq(oauthClients.clientId, clientId)))
+			.limit(1)
+		return consent?.scopes ?? []
+	}
+}
+
+/** The browser session behind the pages' cookie, if it is live (not revoked, not expired, its account active). */
+export const browserSessionsOf = (db: Database): BrowserSessions => ({
+	async current(request: Request): Promise<BrowserSession | undefined> {
+		const value = cookieValue(request.headers.get('cookie'), BROWSER_SESSION_COOKIE)
+		if (!isOpaqueToken(value)) return undefined
+		const [session] = await db
+			.select({ sessionId: sessions.id, userId: sessions.userId, amr: sessions.amr, aal: sessions.aal, authenticatedAt: sessions.authenticatedAt })
+			.from(sessions)
+			.innerJoin(users, eq(users.id, sessions.userId))
+			.where(and(eq(sessions.browserTokenHash, digestOf(value)), isNull(sessions.revokedAt), gt(sessions.expiresAt, sql`now()`), eq(users.status, 'active')))
+			.limit(1)
+		return session
+	},
+})
+
+function cookieValue(header: string | null, name: string): string | undefined {
+	for (const part of (header ?? '').split(';')) {
+		const equals = part.indexOf('=')
+		if (equals > 0 && part.slice(0, equals).trim() === name) return part.slice(equals + 1).trim()
+	}
+	return undefined
+}

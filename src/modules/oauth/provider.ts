@@ -1,0 +1,384 @@
+import { and, eq } from 'drizzle-orm'
+import Provider, { interactionPolicy, type Configuration, type KoaContextWithOIDC } from 'oidc-provider'
+import type { Database } from '../../db/client'
+import { users } from '../../db/schema'
+import type { Logger } from '../../log'
+import { databaseAdapter, LATCHKEY_SESSION, type ClientMetadataSource } from './adapter'
+
+/*
+ * Latchkey as an OpenID Provider: panva's oidc-provider (OpenID Certified for the Basic, Config, Dynamic and
+ * FAPI profiles) does the protocol; Latchkey gives it its storage (adapter.ts), its clients, its accounts,
+ * and its sign-in: the browser session the pages made (`BrowserSessions`). The library's own session follows
+ * that one — adopted without a page when the browser is signed in, refused once it has ended — so single
+ * sign-on, `prompt=none` and logout all rest on Latchkey's sessions.
+ */
+
+/** A browser's Latchkey session, as the pages' cookie proves it. */
+export interface BrowserSession {
+	sessionId: string
+	userId: string
+	amr: string[]
+	aal: 'aal1' | 'aal2'
+	authenticatedAt: Date
+}
+
+/** What the provider asks of the pages: the browser session a request carries, if it is live. */
+export interface BrowserSessions {
+	current(request: Request): Promise<BrowserSession | undefined>
+}
+
+/** Whether the account has a second factor it could step up with (`acr_values=aal2`). */
+export interface StepUpCheck {
+	hasSecondFactor(userId: string): Promise<boolean>
+}
+
+/** The scopes a user allowed a client before (remembered consent), and whether the client needs no consent. */
+export interface ConsentMemory {
+	remembered(userId: string, clientId: string): Promise<string[]>
+}
+
+export interface ProviderSettings {
+	issuer: string
+	/** The private RSA key (JWK with kid) that signs ID tokens and access tokens. */
+	signingKey: Record<string, unknown>
+	/** Keys of the library's signed cookies, newest first. */
+	cookieKeys: string[]
+	accessTokenTtlSeconds: number
+	refreshTokenTtlSeconds: number
+	dynamicRegistration: boolean
+}
+
+/** The pages the library itself shows (its sign-out question, its sign-out answer, its errors), as HTML. */
+export interface ProviderPages {
+	/**
+	 * Asks whether to sign out of everything: a form posted to /oauth2/logout/confirm with `xsrf` (the library's
+	 * anti-forgery value) and `logout=yes` to sign out, without it to stay. The library's own forms are not used:
+	 * they carry inline script and handlers, which the pages' CSP forbids.
+	 */
+	signOut(request: Request, form: { xsrf: string }, clientName: string | undefined): Promise<string> | string
+	signedOut(request: Request, clientName: string | undefined): Promise<string> | string
+	/** A request the provider cannot send back to the client (an unknown client, a bad redirect URI). */
+	error(request: Request, error: string, description: string | undefined): Promise<string> | string
+	/**
+	 * RFC 8628: asks for the code a device shows (a form posted to /device with `xsrf` and `user_code`, filled in
+	 * with `userCode` when the device's link carried it); `problem` says what went wrong with the last one.
+	 */
+	deviceCode(request: Request, form: { xsrf: string; userCode?: string }, problem: 'wrong-code' | 'interrupted' | 'failed' | undefined): Promise<string> | string
+	/** Asks to allow the device: a form posted to /device with `xsrf`, `user_code`, and `confirm=yes` to allow or `abort=yes` to deny. */
+	deviceConfirm(request: Request, form: { xsrf: string }, clientName: string | undefined, userCode: string): Promise<string> | string
+	deviceDone(request: Request, clientName: string | undefined): Promise<string> | string
+}
+
+const hidden = (name: string, value: string) => `<input type="hidden" name="${name}" value="${escapeHtml(value)}">`
+
+/** The library's anti-forgery value, out of the form it made. */
+const xsrfOf = (form: string) => /name="xsrf" value="([^"]*)"/.exec(form)?.[1] ?? ''
+
+/** The code a device's link carried (GET /device?user_code=…), handed on by protocol.ts. */
+export const PREFILLED_USER_CODE = 'x-latchkey-user-code'
+
+const plainPage = (title: string, body: string) =>
+	`<!doctype html><html lang="en"><meta charset="utf-8"><meta name="viewport" content="width=device-width"><title>${title}</title><main><h1>${title}</h1>${body}</main></html>`
+
+/** Until the page layer renders them: plain, self-contained pages (no script, no style, nothing fetched). */
+export const plainProviderPages: ProviderPages = {
+	signOut: (_request, { xsrf }) =>
+		plainPage(
+			'Sign out?',
+			`<form method="post" action="/oauth2/logout/confirm">${hidden('xsrf', xsrf)}<button type="submit" name="logout" value="yes">Sign out</button> <button type="submit">Stay signed in</button></form>`,
+		),
+	signedOut: () => `<!doctype html><html lang="en"><meta charset="utf-8"><meta name="viewport" content="width=device-width"><title>Signed out</title><main><h1>You are signed out</h1></main></html>`,
+	error: (_request, error, description) =>
+		`<!doctype html><html lang="en"><meta charset="utf-8"><meta name="viewport" content="width=device-width"><title>Sign-in error</title><main><h1>This sign-in cannot go on</h1><p>${escapeHtml(description ?? error)}</p></main></html>`,
+	deviceCode: (_request, { xsrf, userCode }, problem) =>
+		plainPage(
+			'Connect a device',
+			`${problem ? '<p role="alert">That code did not work. Check it and try again.</p>' : ''}<form method="post" action="/device">${hidden('xsrf', xsrf)}<label for="user_code">The code your device shows</label> <input id="user_code" name="user_code" autocomplete="off" value="${escapeHtml(userCode ?? '')}"> <button type="submit">Continue</button></form>`,
+		),
+	deviceConfirm: (_request, { xsrf }, clientName, userCode) =>
+		plainPage(
+			'Connect a device',
+			`<p>Allow ${escapeHtml(clientName ?? 'this device')} to sign in as you? Code ${escapeHtml(userCode)}.</p><form method="post" action="/device">${hidden('xsrf', xsrf)}${hidden('user_code', userCode)}<button type="submit" name="confirm" value="yes">Allow</button> <button type="submit" name="abort" value="yes">Deny</button></form>`,
+		),
+	deviceDone: (_request, clientName) => plainPage('Device connected', `<p>${escapeHtml(clientName ?? 'The device')} is signed in. You can close this page.</p>`),
+}
+
+export interface ProviderDeps {
+	pages: ProviderPages
+	db: Database
+	log: Logger
+	settings: ProviderSettings
+	clients: ClientMetadataSource & { isFirstParty(clientId: string): Promise<boolean> }
+	browserSessions: BrowserSessions
+	stepUp: StepUpCheck
+	consents: ConsentMemory
+	/** Checks a confidential client's secret (only its hash is stored). */
+	verifySecret(clientId: string, secret: string): Promise<boolean>
+	/** Ends the Latchkey session of a browser that signed out through a client (RP-initiated logout). */
+	endSession(sessionId: string, userId: string, request: { ip: string | null; userAgent: string | null; requestId: string }): Promise<void>
+}
+
+/** The browser cookie that holds the pages' session, cleared when the browser signs out through a client. */
+const CLEARED_BROWSER_SESSION = '__Host-latchkey-session=; Max-Age=0; Path=/; Secure; HttpOnly; SameSite=Lax'
+
+export const SCOPES = ['openid', 'profile', 'email', 'offline_access']
+
+/** Where the provider sends a browser that must sign in, step up or consent. */
+export const INTERACTION_PATH = '/oauth2/interaction'
+
+/** A request's headers, as much of a Koa context as the lookups read. */
+type Headed = { get(name: string): string }
+
+const requestOf = (ctx: Headed, issuer: string) => new Request(issuer, { headers: { cookie: ctx.get('cookie'), 'accept-language': ctx.get('accept-language') } })
+
+/** The library's session takes on the browser's: its account, methods, level and time, and which Latchkey session it is. */
+function adopt(session: Record<string, unknown> & { loginAccount(details: object): void }, browser: BrowserSession) {
+	session.loginAccount({ accountId: browser.userId, loginTs: Math.floor(browser.authenticatedAt.getTime() / 1000), amr: browser.amr, acr: browser.aal })
+	session[LATCHKEY_SESSION] = browser.sessionId
+}
+
+/** The browser session each request carries, looked up once per request. */
+function browserSessionOf(deps: ProviderDeps) {
+	const found = new WeakMap<object, Promise<BrowserSession | undefined>>()
+	return (ctx: Headed) => {
+		let lookup = found.get(ctx)
+		if (!lookup) {
+			lookup = deps.browserSessions.current(requestOf(ctx, deps.settings.issuer))
+			found.set(ctx, lookup)
+		}
+		return lookup
+	}
+}
+
+const wantsAal2 = (ctx: KoaContextWithOIDC) => String(ctx.oidc.params?.acr_values ?? '').split(' ').includes('aal2')
+
+function policy(deps: ProviderDeps, browserSession: ReturnType<typeof browserSessionOf>) {
+	const prompts = interactionPolicy.base()
+	const login = prompts.get('login')
+	if (!login) throw new Error('the interaction policy has no login prompt')
+	// The library's session is the browser's Latchkey session, or none: one that ended is not used.
+	login.checks.add(
+		new interactionPolicy.Check('latchkey_session', 'End-User authentication is required', async (ctx) =>
+			ctx.oidc.result?.login || (await browserSession(ctx)) ? interactionPolicy.Check.NO_NEED_TO_PROMPT : interactionPolicy.Check.REQUEST_PROMPT,
+		),
+	)
+	// `acr_values=aal2`: a second factor, when the account has one and the session has not used it yet.
+	login.checks.add(
+		new interactionPolicy.Check('aal2_required', 'A second factor is required', async (ctx) => {
+			const session = ctx.oidc.session
+			if (!wantsAal2(ctx) || !session?.accountId || session.acr === 'aal2') return interactionPolicy.Check.NO_NEED_TO_PROMPT
+			return (await deps.stepUp.hasSecondFactor(session.accountId)) ? interactionPolicy.Check.REQUEST_PROMPT : interactionPolicy.Check.NO_NEED_TO_PROMPT
+		}),
+	)
+	return prompts
+}
+
+export function createProvider(deps: ProviderDeps): Provider {
+	const { settings, db } = deps
+	const browserSession = browserSessionOf(deps)
+	const configuration: Configuration = {
+		adapter: databaseAdapter(db, deps.clients),
+		jwks: { keys: [settings.signingKey as never] },
+		scopes: SCOPES,
+		// How and when the user signed in go with `openid` (every ID token); the others by scope.
+		claims: { sid: null, iss: null, openid: ['sub', 'acr', 'amr', 'auth_time'], email: ['email', 'email_verified'], profile: ['name', 'updated_at'] },
+		acrValues: ['aal1', 'aal2'],
+		responseTypes: ['code'],
+		subjectTypes: ['public'],
+		clientAuthMethods: ['none', 'client_secret_basic', 'client_secret_post', 'private_key_jwt'],
+		enabledJWA: {
+			idTokenSigningAlgValues: ['RS256', 'ES256', 'EdDSA'],
+			userinfoSigningAlgValues: ['RS256', 'ES256', 'EdDSA'],
+			introspectionSigningAlgValues: ['RS256', 'ES256', 'EdDSA'],
+			clientAuthSigningAlgValues: ['RS256', 'PS256', 'ES256', 'EdDSA'],
+			requestObjectSigningAlgValues: ['RS256', 'PS256', 'ES256', 'EdDSA'],
+		},
+		pkce: { required: () => true },
+		routes: {
+			authorization: '/oauth2/authorization',
+			token: '/oauth2/token',
+			userinfo: '/oauth2/userinfo',
+			jwks: '/.well-known/jwks.json',
+			revocation: '/oauth2/revocation',
+			introspection: '/oauth2/introspection',
+			end_session: '/oauth2/logout',
+			device_authorization: '/oauth2/device-authorization',
+			code_verification: '/device',
+			registration: '/oauth2/registration',
+			pushed_authorization_request: '/oauth2/par',
+		},
+		interactions: {
+			policy: policy(deps, browserSession),
+			url: (_ctx, interaction) => `${INTERACTION_PATH}/${interaction.uid}`,
+		},
+		cookies: {
+			keys: settings.cookieKeys,
+			names: { session: 'latchkey-op-session', interaction: 'latchkey-interaction', resume: 'latchkey-interaction-resume' },
+		},
+		features: {
+			devInteractions: { enabled: false },
+			clientCredentials: { enabled: true },
+			deviceFlow: {
+				enabled: true,
+				charset: 'base-20',
+				mask: '****-****',
+				userCodeInputSource: async (ctx, form, _out, error) => {
+					const problem = !error ? undefined : error.name === 'NoCodeError' || 'userCode' in error ? 'wrong-code' : error.name === 'AbortedError' ? 'interrupted' : 'failed'
+					ctx.type = 'html'
+					ctx.body = await deps.pages.deviceCode(requestOf(ctx, settings.issuer), { xsrf: xsrfOf(form), userCode: ctx.get(PREFILLED_USER_CODE) || undefined }, problem)
+				},
+				userCodeConfirmSource: async (ctx, form, client, _deviceInfo, userCode) => {
+					ctx.type = 'html'
+					ctx.body = await deps.pages.deviceConfirm(requestOf(ctx, settings.issuer), { xsrf: xsrfOf(form) }, client.clientName, userCode)
+				},
+				successSource: async (ctx) => {
+					ctx.type = 'html'
+					ctx.body = await deps.pages.deviceDone(requestOf(ctx, settings.issuer), ctx.oidc.client?.clientName)
+				},
+			},
+			introspection: {
+				enabled: true,
+				// RFC 7662: confidential clients and resource servers only; a public client gets `invalid_client`.
+				allowedPolicy: async (_ctx, client) => client.clientAuthMethod !== 'none',
+			},
+			revocation: { enabled: true },
+			userinfo: { enabled: true },
+			rpInitiatedLogout: {
+				enabled: true,
+				logoutSource: async (ctx, form) => {
+					ctx.type = 'html'
+					ctx.body = await deps.pages.signOut(requestOf(ctx, settings.issuer), { xsrf: xsrfOf(form) }, ctx.oidc.client?.clientName)
+				},
+				postLogoutSuccessSource: async (ctx) => {
+					ctx.type = 'html'
+					ctx.body = await deps.pages.signedOut(requestOf(ctx, settings.issuer), ctx.oidc.client?.clientName)
+				},
+			},
+			backchannelLogout: { enabled: true },
+			claimsParameter: { enabled: true },
+			registration: { enabled: settings.dynamicRegistration, initialAccessToken: false },
+			resourceIndicators: {
+				enabled: true,
+				defaultResource: async (_ctx, _client, oneOf) => oneOf,
+				useGrantedResource: async () => true,
+				// RFC 8707 + RFC 9068: a token for a resource server is a JWT whose audience is that resource.
+				getResourceServerInfo: async (_ctx, resourceIndicator) => ({
+					scope: '',
+					audience: resourceIndicator,
+					accessTokenTTL: settings.accessTokenTtlSeconds,
+					accessTokenFormat: 'jwt',
+					jwt: { sign: { alg: 'RS256' } },
+				}),
+			},
+		},
+		ttl: {
+			AccessToken: settings.accessTokenTtlSeconds,
+			ClientCredentials: settings.accessTokenTtlSeconds,
+			// API.md: codes live 60 s.
+			AuthorizationCode: 60,
+			IdToken: settings.accessTokenTtlSeconds,
+			RefreshToken: settings.refreshTokenTtlSeconds,
+			Grant: settings.refreshTokenTtlSeconds,
+			Session: settings.refreshTokenTtlSeconds,
+			Interaction: 3600,
+			DeviceCode: 600,
+		},
+		// Every refresh rotates; a rotated token used again ends the grant (reuse detection, as /auth/refresh).
+		rotateRefreshToken: true,
+		issueRefreshToken: async (_ctx, client, code) => client.grantTypeAllowed('refresh_token') && code.scopes.has('offline_access'),
+		findAccount: async (_ctx, sub) => {
+			const [user] = await db
+				.select()
+				.from(users)
+				.where(and(eq(users.id, sub), eq(users.status, 'active')))
+				.limit(1)
+			if (!user) return undefined
+			return {
+				accountId: user.id,
+				claims: async () => ({
+					sub: user.id,
+					email: user.email,
+					email_verified: user.emailVerifiedAt !== null,
+					name: user.name ?? undefined,
+					updated_at: Math.floor(user.updatedAt.getTime() / 1000),
+				}),
+			}
+		},
+		// First-party clients and consent remembered for every scope asked get their grant without the consent page.
+		loadExistingGrant: async (ctx) => {
+			const { oidc } = ctx
+			const client = oidc.client
+			const accountId = oidc.session?.accountId
+			const grantId = oidc.result?.consent?.grantId ?? (client ? oidc.session?.grantIdFor(client.clientId) : undefined)
+			if (grantId) return oidc.provider.Grant.find(grantId)
+			if (!client || !accountId) return undefined
+			const asked = String(oidc.params?.scope ?? '').split(' ').filter(Boolean)
+			const allowed = (await deps.clients.isFirstParty(client.clientId)) ? asked : await deps.consents.remembered(accountId, client.clientId)
+			if (!asked.every((scope) => allowed.includes(scope))) return undefined
+			const grant = new oidc.provider.Grant({ accountId, clientId: client.clientId })
+			grant.addOIDCScope(asked.join(' '))
+			if (oidc.params?.claims) grant.addOIDCClaims(Object.keys(JSON.parse(String(oidc.params.claims)).id_token ?? {}))
+			await grant.save()
+			oidc.session?.grantIdFor(client.clientId, grant.jti)
+			return grant
+		},
+		// The library's own pages are Latchkey's: nothing fetched from elsewhere, the same look as the sign-in page.
+		renderError: async (ctx, out) => {
+			ctx.type = 'html'
+			ctx.body = await deps.pages.error(requestOf(ctx, settings.issuer), String(out.error), out.error_description === undefined ? undefined : String(out.error_description))
+		},
+		clientBasedCORS: (_ctx, origin, client) => client.redirectUris?.some((uri) => safeOrigin(uri) === origin) ?? false,
+		extraClientMetadata: { properties: [] },
+	}
+	const provider = new Provider(settings.issuer, configuration)
+	// Behind Latchkey's own HTTP layer, which decided who the client is and whether the request was https.
+	provider.proxy = true
+	// Secrets are stored hashed: the library's comparison with a clear secret gives way to Latchkey's own.
+	provider.Client.prototype.compareClientSecret = async function (this: { clientId: string }, actual: string) {
+		return deps.verifySecret(this.clientId, actual)
+	}
+	// Whenever the library reads its session from the browser, it takes on the browser's Latchkey session first:
+	// before the account and the grant are loaded for an authorization request, so single sign-on needs no page.
+	const Session = provider.Session
+	const getSession = Session.get.bind(Session)
+	Session.get = async (ctx) => {
+		const session = await getSession(ctx)
+		const browser = await browserSession(ctx)
+		const current = session as unknown as Record<string, unknown>
+		if (browser && (session.accountId !== browser.userId || current[LATCHKEY_SESSION] !== browser.sessionId)) adopt(current as never, browser)
+		return session
+	}
+	// Every ID token names its session (`sid`), not only those of clients that asked for back-channel logout.
+	provider.Client.prototype.includeSid = () => true
+	// The ID token's `sid` is the Latchkey session's id (API.md), not one the library makes up.
+	const ensureClientContainer = provider.Session.prototype.ensureClientContainer
+	provider.Session.prototype.ensureClientContainer = function (this: InstanceType<typeof provider.Session>, clientId: string) {
+		const latchkeySession = (this as unknown as Record<string, unknown>)[LATCHKEY_SESSION]
+		if (!this.sidFor(clientId) && typeof latchkeySession === 'string') this.sidFor(clientId, latchkeySession)
+		return ensureClientContainer.call(this, clientId)
+	}
+	const inPayload: string[] = (Session as unknown as { IN_PAYLOAD: string[] }).IN_PAYLOAD
+	Object.defineProperty(Session, 'IN_PAYLOAD', { get: () => [...inPayload, LATCHKEY_SESSION] })
+	// "Sign out of everything" at RP-initiated logout ends the Latchkey session and the browser's cookie too.
+	provider.on('end_session.success', async (ctx) => {
+		const { session, params } = ctx.oidc
+		const sessionId = (session as unknown as Record<string, unknown> | undefined)?.[LATCHKEY_SESSION]
+		if (!params?.logout || typeof sessionId !== 'string' || !session?.accountId) return
+		ctx.append('Set-Cookie', CLEARED_BROWSER_SESSION)
+		await deps.endSession(sessionId, session.accountId, { ip: ctx.ip ?? null, userAgent: ctx.get('user-agent') || null, requestId: ctx.get('x-request-id') || Bun.randomUUIDv7() }).catch((error) =>
+			deps.log.error({ error: error instanceof Error ? error.name : 'error' }, 'could not end the session signed out through a client'),
+		)
+	})
+	provider.on('server_error', (_ctx, error) => deps.log.error({ error: error instanceof Error ? error.name : 'error' }, 'OpenID Provider error'))
+	return provider
+}
+
+function safeOrigin(uri: string) {
+	try {
+		return new URL(uri).origin
+	} catch {
+		return undefined
+	}
+}
+
+const escapeHtml = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)

@@ -1,0 +1,291 @@
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import * as oauth from 'oauth4webapi'
+import { startTestApp, type TestApp } from './support/app'
+import { signUp, type Account } from './support/fixtures'
+import { authorizationRequest, Browser, browserCookie, discover, formPost, hiddenFields, ISSUER, REDIRECT_URI, registerClient, through, type RegisteredClient } from './support/oauth'
+
+let t: TestApp
+let as: oauth.AuthorizationServer
+let app: RegisteredClient
+let spa: RegisteredClient
+let account: Account
+let cookie: string
+
+beforeAll(async () => {
+	t = await startTestApp()
+	as = await discover(t)
+	app = await registerClient(t, { type: 'confidential', firstParty: true })
+	spa = await registerClient(t, { type: 'public', firstParty: true })
+	account = await signUp(t)
+	cookie = await browserCookie(t, account)
+})
+afterAll(() => t.close())
+
+/** A signed-in browser's authorization request, ended at the client's redirect URI. */
+async function authorize(client: RegisteredClient, params: Record<string, string> = {}, browser = new Browser(t, cookie)) {
+	const request = await authorizationRequest(as, client.clientId, params)
+	const { url } = await browser.visit(request.url.href)
+	return { ...request, callback: url }
+}
+
+async function exchange(client: RegisteredClient, params: Record<string, string> = {}) {
+	const { callback, verifier, nonce, state } = await authorize(client, params)
+	const parameters = oauth.validateAuthResponse(as, client.client, callback, state)
+	const response = await oauth.authorizationCodeGrantRequest(as, client.client, client.auth, parameters, REDIRECT_URI, verifier, through(t))
+	return { tokens: await oauth.processAuthorizationCodeResponse(as, client.client, response, { expectedNonce: nonce, requireIdToken: true }), parameters, verifier }
+}
+
+describe('discovery', () => {
+	test('both well-known documents are the same, name the issuer and only the code flow with S256', async () => {
+		const oidc = await t.call('GET', '/.well-known/openid-configuration')
+		const rfc8414 = await t.call('GET', '/.well-known/oauth-authorization-server')
+		expect(oidc.status).toBe(200)
+		expect(rfc8414.body).toEqual(oidc.body)
+		expect(oidc.body).toMatchObject({
+			issuer: ISSUER,
+			authorization_endpoint: `${ISSUER}/oauth2/authorization`,
+			token_endpoint: `${ISSUER}/oauth2/token`,
+			userinfo_endpoint: `${ISSUER}/oauth2/userinfo`,
+			jwks_uri: `${ISSUER}/.well-known/jwks.json`,
+			revocation_endpoint: `${ISSUER}/oauth2/revocation`,
+			introspection_endpoint: `${ISSUER}/oauth2/introspection`,
+			end_session_endpoint: `${ISSUER}/oauth2/logout`,
+			device_authorization_endpoint: `${ISSUER}/oauth2/device-authorization`,
+			response_types_supported: ['code'],
+			code_challenge_methods_supported: ['S256'],
+			authorization_response_iss_parameter_supported: true,
+		})
+		expect(oidc.body.registration_endpoint).toBeUndefined()
+		expect(oidc.body.grant_types_supported).not.toContain('implicit')
+		expect(oidc.body.grant_types_supported).not.toContain('password')
+	})
+})
+
+describe('authorization code with PKCE', () => {
+	test('a signed-in browser gets a code with iss (RFC 9207) and the ID token names the Latchkey session', async () => {
+		const { tokens, parameters } = await exchange(app)
+		expect(parameters.get('iss')).toBe(ISSUER)
+		const claims = oauth.getValidatedIdTokenClaims(tokens)
+		expect(claims).toMatchObject({ iss: ISSUER, sub: account.id, aud: app.clientId, sid: account.sessionId, acr: 'aal1', amr: ['pwd'] })
+		expect(typeof claims?.auth_time).toBe('number')
+		expect(tokens.refresh_token).toBeUndefined()
+	})
+
+	test('the ID token is RS256 and verifies with a key of the JWKS', async () => {
+		const { tokens } = await exchange(app)
+		const [header] = (tokens.id_token ?? '').split('.')
+		const { alg, kid } = JSON.parse(Buffer.from(header ?? '', 'base64url').toString())
+		expect(alg).toBe('RS256')
+		const jwks = await t.call('GET', '/.well-known/jwks.json')
+		expect(jwks.body.keys.map((key: { kid: string }) => key.kid)).toContain(kid)
+	})
+
+	test('userinfo gives the claims of the scopes granted', async () => {
+		const { tokens } = await exchange(app)
+		const response = await oauth.userInfoRequest(as, app.client, tokens.access_token, through(t))
+		const userinfo = await oauth.processUserInfoResponse(as, app.client, account.id, response)
+		expect(userinfo).toMatchObject({ sub: account.id, email: account.email, email_verified: false, name: 'Test User' })
+	})
+
+	test('a public client signs in the same way with PKCE and no secret', async () => {
+		const { tokens } = await exchange(spa)
+		expect(oauth.getValidatedIdTokenClaims(tokens)?.aud).toBe(spa.clientId)
+	})
+
+	test('a request without PKCE is refused at the redirect, with iss', async () => {
+		const request = await authorizationRequest(as, spa.clientId)
+		request.url.searchParams.delete('code_challenge')
+		request.url.searchParams.delete('code_challenge_method')
+		const { url } = await new Browser(t, cookie).visit(request.url.href)
+		expect(url.origin + url.pathname).toBe(REDIRECT_URI)
+		expect(url.searchParams.get('error')).toBe('invalid_request')
+		expect(url.searchParams.get('iss')).toBe(ISSUER)
+	})
+
+	test('plain PKCE is refused (S256 only)', async () => {
+		const request = await authorizationRequest(as, spa.clientId, { code_challenge_method: 'plain' })
+		const { url } = await new Browser(t, cookie).visit(request.url.href)
+		expect(url.searchParams.get('error')).toBe('invalid_request')
+	})
+
+	test('a code with the wrong verifier is refused', async () => {
+		const { callback, state } = await authorize(app)
+		const parameters = oauth.validateAuthResponse(as, app.client, callback, state)
+		const response = await oauth.authorizationCodeGrantRequest(as, app.client, app.auth, parameters, REDIRECT_URI, oauth.generateRandomCodeVerifier(), through(t))
+		expect(response.status).toBe(400)
+		expect(((await response.json()) as { error: string }).error).toBe('invalid_grant')
+	})
+
+	test('a code used twice is refused, and what its first use issued is revoked', async () => {
+		const { tokens, parameters, verifier } = await exchange(app, { scope: 'openid offline_access', prompt: 'consent' })
+		const replay = await oauth.authorizationCodeGrantRequest(as, app.client, app.auth, parameters, REDIRECT_URI, verifier, through(t))
+		expect(replay.status).toBe(400)
+		expect(((await replay.json()) as { error: string }).error).toBe('invalid_grant')
+		const userinfo = await oauth.userInfoRequest(as, app.client, tokens.access_token, through(t))
+		expect(userinfo.status).toBe(401)
+	})
+
+	test('a code issued to one client is refused to another (token substitution)', async () => {
+		const { callback, state, verifier } = await authorize(app)
+		const parameters = oauth.validateAuthResponse(as, app.client, callback, state)
+		const other = await registerClient(t, { type: 'confidential', firstParty: true })
+		const response = await oauth.authorizationCodeGrantRequest(as, other.client, other.auth, parameters, REDIRECT_URI, verifier, through(t))
+		expect(response.status).toBe(400)
+		expect(((await response.json()) as { error: string }).error).toBe('invalid_grant')
+	})
+
+	test('a wrong client secret is refused with invalid_client', async () => {
+		const { callback, state, verifier } = await authorize(app)
+		const parameters = oauth.validateAuthResponse(as, app.client, callback, state)
+		const response = await oauth.authorizationCodeGrantRequest(as, app.client, oauth.ClientSecretBasic('wrong'), parameters, REDIRECT_URI, verifier, through(t))
+		expect(response.status).toBe(401)
+		expect(((await response.json()) as { error: string }).error).toBe('invalid_client')
+	})
+})
+
+describe('refresh tokens', () => {
+	test('offline_access gives a refresh token that rotates; a rotated one used again ends the grant', async () => {
+		const { tokens } = await exchange(app, { scope: 'openid offline_access', prompt: 'consent' })
+		expect(tokens.refresh_token).toBeString()
+		const first = await oauth.processRefreshTokenResponse(as, app.client, await oauth.refreshTokenGrantRequest(as, app.client, app.auth, tokens.refresh_token ?? '', through(t)))
+		expect(first.refresh_token).not.toBe(tokens.refresh_token)
+		const reuse = await oauth.refreshTokenGrantRequest(as, app.client, app.auth, tokens.refresh_token ?? '', through(t))
+		expect(reuse.status).toBe(400)
+		expect(((await reuse.json()) as { error: string }).error).toBe('invalid_grant')
+		// The newest one dies with the grant too: whoever replayed may hold it.
+		const after = await oauth.refreshTokenGrantRequest(as, app.client, app.auth, first.refresh_token ?? '', through(t))
+		expect(after.status).toBe(400)
+	})
+})
+
+describe('sessions', () => {
+	test('prompt=none answers with a code for a signed-in browser and login_required for a signed-out one', async () => {
+		const signedIn = await authorize(app, { prompt: 'none' })
+		expect(signedIn.callback.searchParams.get('code')).toBeString()
+		const signedOut = await authorize(app, { prompt: 'none' }, new Browser(t))
+		expect(signedOut.callback.searchParams.get('error')).toBe('login_required')
+	})
+
+	test('a signed-out browser is sent to the sign-in page with its way back', async () => {
+		const request = await authorizationRequest(as, app.clientId, { login_hint: 'someone@example.test' })
+		const { url, response } = await new Browser(t).visit(request.url.href)
+		expect(response.status).toBe(404)
+		expect(url.pathname).toBe('/sign-in')
+		expect(url.searchParams.get('return_to')).toStartWith('/oauth2/interaction/')
+		expect(url.searchParams.get('login_hint')).toBe('someone@example.test')
+	})
+
+	test('revoking the Latchkey session through the API ends the single sign-on', async () => {
+		const other = await signUp(t)
+		const browser = new Browser(t, await browserCookie(t, other))
+		const before = await authorize(app, { prompt: 'none' }, browser)
+		expect(before.callback.searchParams.get('code')).toBeString()
+		const revoked = await t.call('DELETE', `/api/users/me/sessions/${other.sessionId}`, { token: other.accessToken })
+		expect(revoked.status).toBe(200)
+		const after = await authorize(app, { prompt: 'none' }, browser)
+		expect(after.callback.searchParams.get('error')).toBe('login_required')
+	})
+})
+
+describe('client credentials, introspection and revocation', () => {
+	test('a confidential client gets a token for itself', async () => {
+		const response = await oauth.clientCredentialsGrantRequest(as, app.client, app.auth, new URLSearchParams(), through(t))
+		const tokens = await oauth.processClientCredentialsResponse(as, app.client, response)
+		expect(tokens.access_token).toBeString()
+		const introspected = await oauth.processIntrospectionResponse(as, app.client, await oauth.introspectionRequest(as, app.client, app.auth, tokens.access_token, through(t)))
+		expect(introspected).toMatchObject({ active: true, client_id: app.clientId })
+	})
+
+	test('a public client may not introspect (invalid_client) but may revoke its own tokens', async () => {
+		const { tokens } = await exchange(spa)
+		const introspection = await oauth.introspectionRequest(as, spa.client, spa.auth, tokens.access_token, through(t))
+		expect(introspection.status).toBe(401)
+		expect(((await introspection.json()) as { error: string }).error).toBe('invalid_client')
+		const revocation = await oauth.revocationRequest(as, spa.client, spa.auth, tokens.access_token, through(t))
+		await oauth.processRevocationResponse(revocation)
+		const userinfo = await oauth.userInfoRequest(as, spa.client, tokens.access_token, through(t))
+		expect(userinfo.status).toBe(401)
+	})
+
+	test('a resource indicator gives an RFC 9068 JWT whose audience is the resource', async () => {
+		const response = await oauth.clientCredentialsGrantRequest(as, app.client, app.auth, new URLSearchParams({ resource: 'https://api.example.test/' }), through(t))
+		const tokens = await oauth.processClientCredentialsResponse(as, app.client, response)
+		const [header, payload] = tokens.access_token.split('.').slice(0, 2).map((part) => JSON.parse(Buffer.from(part, 'base64url').toString()))
+		expect(header).toMatchObject({ typ: 'at+jwt', alg: 'RS256' })
+		expect(payload).toMatchObject({ iss: ISSUER, aud: 'https://api.example.test/', client_id: app.clientId, sub: app.clientId })
+	})
+})
+
+describe('logout', () => {
+	test('RP-initiated logout ends the Latchkey session and returns to the registered URI with the state', async () => {
+		const other = await signUp(t)
+		const browser = new Browser(t, await browserCookie(t, other))
+		const { tokens } = await (async () => {
+			const request = await authorizationRequest(as, app.clientId)
+			const { url } = await browser.visit(request.url.href)
+			const parameters = oauth.validateAuthResponse(as, app.client, url, request.state)
+			const response = await oauth.authorizationCodeGrantRequest(as, app.client, app.auth, parameters, REDIRECT_URI, request.verifier, through(t))
+			return { tokens: await oauth.processAuthorizationCodeResponse(as, app.client, response, { expectedNonce: request.nonce, requireIdToken: true }) }
+		})()
+		const logout = new URL(as.end_session_endpoint ?? '')
+		logout.search = new URLSearchParams({ id_token_hint: tokens.id_token ?? '', post_logout_redirect_uri: 'https://app.example.test/signed-out', state: 'bye' }).toString()
+		const question = await browser.visit(logout.href)
+		expect(question.response.status).toBe(200)
+		const page = await question.response.text()
+		expect(page).not.toContain('googleapis')
+		const answer = await browser.visit('/oauth2/logout/confirm', formPost({ ...hiddenFields(page, '/oauth2/logout/confirm'), logout: 'yes' }))
+		expect(answer.url.href).toBe('https://app.example.test/signed-out?state=bye')
+		const sessions = await t.call('GET', '/api/users/me/sessions', { token: other.accessToken })
+		expect(sessions.status).toBe(401)
+		const after = await authorize(app, { prompt: 'none' }, browser)
+		expect(after.callback.searchParams.get('error')).toBe('login_required')
+	})
+
+	test('a post_logout_redirect_uri that is not registered is never redirected to', async () => {
+		const logout = new URL(as.end_session_endpoint ?? '')
+		logout.search = new URLSearchParams({ client_id: app.clientId, post_logout_redirect_uri: 'https://evil.example/' }).toString()
+		const { response, url } = await new Browser(t, cookie).visit(logout.href)
+		expect(url.origin).toBe(ISSUER)
+		expect(response.status).toBe(400)
+		expect(await response.text()).not.toContain('evil.example')
+	})
+})
+
+describe('device authorization (RFC 8628)', () => {
+	test('a device gets tokens once a signed-in person enters its code and allows it', async () => {
+		const device = await registerClient(t, { type: 'public', firstParty: true, grantTypes: ['urn:ietf:params:oauth:grant-type:device_code', 'refresh_token'], redirectUris: [] })
+		const started = await oauth.processDeviceAuthorizationResponse(
+			as,
+			device.client,
+			await oauth.deviceAuthorizationRequest(as, device.client, device.auth, new URLSearchParams({ scope: 'openid email' }), through(t)),
+		)
+		expect(started.verification_uri).toBe(`${ISSUER}/device`)
+		const pending = await oauth.deviceCodeGrantRequest(as, device.client, device.auth, started.device_code, through(t))
+		expect(pending.status).toBe(400)
+		expect(((await pending.json()) as { error: string }).error).toBe('authorization_pending')
+
+		const browser = new Browser(t, cookie)
+		// The device's link fills the code in; the page asks before anything is allowed.
+		const entry = await browser.visit(`/device?user_code=${encodeURIComponent(started.user_code)}`)
+		const entryPage = await entry.response.text()
+		expect(entryPage).toContain(`value="${started.user_code}"`)
+		expect(entryPage).not.toContain('<script')
+		const confirm = await browser.visit('/device', formPost({ ...hiddenFields(entryPage, '/device'), user_code: started.user_code }))
+		const confirmPage = await confirm.response.text()
+		expect(confirmPage).toContain('Allow')
+		const done = await browser.visit('/device', formPost({ ...hiddenFields(confirmPage, '/device'), confirm: 'yes' }))
+		expect(done.response.status).toBe(200)
+		expect(await done.response.text()).toContain('signed in')
+
+		const tokens = await oauth.processDeviceCodeResponse(as, device.client, await oauth.deviceCodeGrantRequest(as, device.client, device.auth, started.device_code, through(t)))
+		expect(oauth.getValidatedIdTokenClaims(tokens)?.sub).toBe(account.id)
+	})
+
+	test('a wrong code is refused on the page, in words', async () => {
+		const browser = new Browser(t, cookie)
+		const input = await browser.visit('/device')
+		const page = await input.response.text()
+		const answer = await browser.visit('/device', formPost({ ...hiddenFields(page, '/device'), user_code: 'BCDF-GHJK' }))
+		expect(await answer.response.text()).toContain('did not work')
+	})
+})
