@@ -345,7 +345,11 @@ export function createProvider(deps: ProviderDeps): Provider {
 		const session = await getSession(ctx)
 		const browser = await browserSession(ctx)
 		const current = session as unknown as Record<string, unknown>
-		if (browser && (session.accountId !== browser.userId || current[LATCHKEY_SESSION] !== browser.sessionId)) adopt(current as never, browser)
+		if (browser && (session.accountId !== browser.userId || current[LATCHKEY_SESSION] !== browser.sessionId)) {
+			adopt(current as never, browser)
+			// Changed before the library watches it for changes: marked as its watch would, so that it is saved.
+			Object.defineProperty(session, 'touched', { writable: true, value: true })
+		}
 		return session
 	}
 	// Every ID token names its session (`sid`), not only those of clients that asked for back-channel logout.

@@ -1,0 +1,111 @@
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import type * as oauth from 'oauth4webapi'
+import { startTestApp, type TestApp } from './support/app'
+import { signUp } from './support/fixtures'
+import { authorizationRequest, Browser, browserCookie, discover, ISSUER, REDIRECT_URI, registerClient, type RegisteredClient } from './support/oauth'
+
+/*
+ * The provider attacked as an attacker would: redirect URIs that are almost the registered one, unknown
+ * clients, consent-less silent requests, and the issuer that every answer must name (mix-up, RFC 9207).
+ */
+
+let t: TestApp
+let as: oauth.AuthorizationServer
+let app: RegisteredClient
+let thirdParty: RegisteredClient
+let cookie: string
+
+beforeAll(async () => {
+	t = await startTestApp()
+	as = await discover(t)
+	app = await registerClient(t, { type: 'confidential', firstParty: true })
+	thirdParty = await registerClient(t, { type: 'public', firstParty: false })
+	cookie = await browserCookie(t, await signUp(t))
+})
+afterAll(() => t.close())
+
+/** Visits an authorization request with `redirect_uri` replaced; where the browser ended up. */
+async function withRedirect(client: RegisteredClient, redirectUri: string) {
+	const request = await authorizationRequest(as, client.clientId)
+	request.url.searchParams.set('redirect_uri', redirectUri)
+	return new Browser(t, cookie).visit(request.url.href)
+}
+
+describe('redirect URIs match exactly', () => {
+	const almost = [
+		['a longer path', `${REDIRECT_URI}/more`],
+		['a prefix of the path', REDIRECT_URI.slice(0, -1)],
+		['another case in the path', REDIRECT_URI.replace('callback', 'Callback')],
+		['an encoded slash and dot segments', `${REDIRECT_URI}%2F..%2F..%2Fevil`],
+		['user information before the host', REDIRECT_URI.replace('https://', 'https://attacker@')],
+		['a fragment', `${REDIRECT_URI}#fragment`],
+		['a query added', `${REDIRECT_URI}?next=https://evil.example/`],
+		['a longer host', REDIRECT_URI.replace('app.example.test', 'app.example.test.evil.example')],
+		['http instead of https', REDIRECT_URI.replace('https://', 'http://')],
+		['another port', REDIRECT_URI.replace('app.example.test', 'app.example.test:8443')],
+	] as const
+	for (const [what, uri] of almost)
+		test(`${what} is an error page at the issuer, never a redirect`, async () => {
+			const { response, url } = await withRedirect(app, uri)
+			expect(url.origin).toBe(ISSUER)
+			expect(response.status).toBe(400)
+			expect(response.headers.get('location')).toBeNull()
+			const page = await response.text()
+			expect(page).not.toContain('evil.example')
+			expect(page).not.toContain('<script')
+		})
+
+	test('an unknown client is an error page, never a redirect to the URI it names', async () => {
+		const request = await authorizationRequest(as, 'no-such-client')
+		const { response, url } = await new Browser(t, cookie).visit(request.url.href)
+		expect(url.origin).toBe(ISSUER)
+		expect(response.status).toBe(400)
+		expect(response.headers.get('location')).toBeNull()
+	})
+
+	test('a native public client may use any port of its loopback URI (RFC 8252 §7.3), a web client may not', async () => {
+		const native = await registerClient(t, { type: 'public', firstParty: true, redirectUris: ['http://127.0.0.1/callback'] })
+		const request = await authorizationRequest(as, native.clientId)
+		request.url.searchParams.set('redirect_uri', 'http://127.0.0.1:53124/callback')
+		const { url } = await new Browser(t, cookie).visit(request.url.href)
+		expect(url.origin + url.pathname).toBe('http://127.0.0.1:53124/callback')
+		expect(url.searchParams.get('code')).toBeString()
+
+		const web = await registerClient(t, { type: 'confidential', firstParty: true, redirectUris: ['http://127.0.0.1:8080/callback'] })
+		const { response, url: stopped } = await withRedirect(web, 'http://127.0.0.1:53124/callback')
+		expect(stopped.origin).toBe(ISSUER)
+		expect(response.status).toBe(400)
+	})
+})
+
+describe('silent requests and the issuer', () => {
+	test('prompt=none never shows a page: consent not given yet is consent_required at the client, with iss', async () => {
+		const request = await authorizationRequest(as, thirdParty.clientId, { prompt: 'none' })
+		const { url } = await new Browser(t, cookie).visit(request.url.href)
+		expect(url.origin + url.pathname).toBe(REDIRECT_URI)
+		expect(url.searchParams.get('error')).toBe('consent_required')
+		expect(url.searchParams.get('state')).toBe(request.state)
+		expect(url.searchParams.get('iss')).toBe(ISSUER)
+	})
+
+	test('a third-party client is sent to the consent page, a first-party one is not', async () => {
+		const request = await authorizationRequest(as, thirdParty.clientId)
+		const { url } = await new Browser(t, cookie).visit(request.url.href)
+		expect(url.origin).toBe(ISSUER)
+		expect(url.pathname).toBe('/consent')
+	})
+
+	test('an error sent back to the client names the issuer (mix-up defence)', async () => {
+		const request = await authorizationRequest(as, app.clientId, { scope: 'openid no-such-scope', response_mode: 'query' })
+		request.url.searchParams.set('response_type', 'token')
+		const { url } = await new Browser(t, cookie).visit(request.url.href)
+		expect(url.origin + url.pathname).toBe(REDIRECT_URI)
+		expect(url.searchParams.get('error')).toBeString()
+		expect(url.searchParams.get('iss')).toBe(ISSUER)
+	})
+
+	test('an unknown interaction is never redirected anywhere but the sign-in page', async () => {
+		const { response } = await new Browser(t, cookie).visit('/oauth2/interaction/not-a-real-one?return_to=https://evil.example/')
+		expect(response.headers.get('location') ?? '').not.toContain('evil')
+	})
+})
