@@ -187,6 +187,36 @@ describe('sessions', () => {
 	})
 })
 
+describe('what ends the tokens', () => {
+	/** A fresh account signed in at the browser, with its tokens from `client`. */
+	async function signedIn(client: RegisteredClient, params: Record<string, string> = {}) {
+		const owner = await signUp(t)
+		const browser = new Browser(t, await browserCookie(t, owner))
+		const request = await authorizationRequest(as, client.clientId, params)
+		const { url } = await browser.visit(request.url.href)
+		const parameters = oauth.validateAuthResponse(as, client.client, url, request.state)
+		const response = await oauth.authorizationCodeGrantRequest(as, client.client, client.auth, parameters, REDIRECT_URI, request.verifier, through(t))
+		return { owner, tokens: await oauth.processAuthorizationCodeResponse(as, client.client, response, { expectedNonce: request.nonce, requireIdToken: true }) }
+	}
+
+	test('deactivating the account refuses its access and refresh tokens at once', async () => {
+		const { owner, tokens } = await signedIn(app, { scope: 'openid email offline_access', prompt: 'consent' })
+		expect((await t.call('DELETE', '/api/users/me', { token: owner.accessToken })).status).toBe(200)
+		const userinfo = await oauth.userInfoRequest(as, app.client, tokens.access_token, through(t))
+		expect(userinfo.status).toBe(401)
+		const refresh = await oauth.refreshTokenGrantRequest(as, app.client, app.auth, tokens.refresh_token ?? '', through(t))
+		expect(refresh.status).toBe(400)
+		expect(((await refresh.json()) as { error: string }).error).toBe('invalid_grant')
+	})
+
+	test('revoking the Latchkey session ends the tokens bound to it (no offline_access)', async () => {
+		const { owner, tokens } = await signedIn(app)
+		expect((await oauth.userInfoRequest(as, app.client, tokens.access_token, through(t))).status).toBe(200)
+		expect((await t.call('DELETE', `/api/users/me/sessions/${owner.sessionId}`, { token: owner.accessToken })).status).toBe(200)
+		expect((await oauth.userInfoRequest(as, app.client, tokens.access_token, through(t))).status).toBe(401)
+	})
+})
+
 describe('client credentials, introspection and revocation', () => {
 	test('a confidential client gets a token for itself', async () => {
 		const response = await oauth.clientCredentialsGrantRequest(as, app.client, app.auth, new URLSearchParams(), through(t))
