@@ -109,3 +109,28 @@ describe('silent requests and the issuer', () => {
 		expect(response.headers.get('location') ?? '').not.toContain('evil')
 	})
 })
+
+describe('guessing a client secret', () => {
+	test('counts against the /auth budget per client id, whatever the address', async () => {
+		const limited = await startTestApp({ AUTH_RATE_LIMIT_MAX: '3', TRUST_PROXY: '10.0.0.0/8' })
+		try {
+			const target = await registerClient(limited, { type: 'confidential', firstParty: true })
+			const other = await registerClient(limited, { type: 'confidential', firstParty: true })
+			const guess = (clientId: string, address: string) =>
+				limited.app.handle(
+					new Request(`${ISSUER}/oauth2/token`, {
+						method: 'POST',
+						headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-forwarded-for': address, authorization: `Basic ${btoa(`${clientId}:wrong-${address}`)}` },
+						body: 'grant_type=client_credentials',
+					}),
+				)
+			const statuses = []
+			for (const address of ['192.0.2.1', '192.0.2.2', '192.0.2.3', '192.0.2.4']) statuses.push((await guess(target.clientId, address)).status)
+			expect(statuses).toEqual([401, 401, 401, 429])
+			// Another client's budget is its own.
+			expect((await guess(other.clientId, '192.0.2.5')).status).toBe(401)
+		} finally {
+			await limited.close()
+		}
+	})
+})

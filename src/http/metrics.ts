@@ -86,7 +86,7 @@ export class Metrics {
 		this.disabledEndpoints.inc()
 	}
 
-	refused(budget: 'general' | 'auth') {
+	refused(budget: 'general' | 'auth' | 'client') {
 		this.refusals.inc({ budget })
 	}
 

@@ -13,7 +13,7 @@ const PROTOCOL_AUTH_PATHS = new Set(['/oauth2/token', '/oauth2/introspection', '
 // What the plugin answers when a budget is spent (it adds the RateLimit-* and
 // Retry-After headers to it); turned into a problem+json response below.
 const REFUSED_MARKER = 'x-latchkey-rate-limited'
-type Budget = 'general' | 'auth'
+type Budget = 'general' | 'auth' | 'client'
 const refused = (budget: Budget) => new Response(null, { status: 429, headers: { [REFUSED_MARKER]: budget } })
 
 const pathOf = (request: Request) => new URL(request.url).pathname
@@ -27,6 +27,34 @@ const hashing = new WeakSet<Request>()
  * (a transform hook), so a refused request never reaches the hash.
  */
 export const chargeAuthBudget = (request: Request) => void hashing.add(request)
+
+/** Form bodies of the protocol's credential endpoints are small; a larger one is not read to find its client. */
+const CLIENT_ID_BODY_LIMIT = 8192
+
+/**
+ * The OAuth client a request to the provider's credential endpoints names: in HTTP Basic authentication, else
+ * the form body's `client_id` (read from a copy, so the body is still there for the endpoint).
+ */
+export async function oauthClientOf(request: Request): Promise<string> {
+	const authorization = request.headers.get('authorization') ?? ''
+	if (/^basic /i.test(authorization)) {
+		const decoded = Buffer.from(authorization.slice(6).trim(), 'base64').toString()
+		const colon = decoded.indexOf(':')
+		if (colon > 0) return `id:${safeDecode(decoded.slice(0, colon))}`
+	}
+	const length = Number(request.headers.get('content-length') ?? Number.NaN)
+	if (!(length > 0 && length <= CLIENT_ID_BODY_LIMIT)) return 'unnamed'
+	const clientId = new URLSearchParams(await request.clone().text()).get('client_id')
+	return clientId ? `id:${clientId}` : 'unnamed'
+}
+
+const safeDecode = (value: string) => {
+	try {
+		return decodeURIComponent(value.replaceAll('+', ' '))
+	} catch {
+		return value
+	}
+}
 
 /** elysia-rate-limit's store interface over our shared counters (memory or Redis). */
 class CounterContext implements Context {
@@ -97,6 +125,21 @@ export function rateLimits({ config, store, exempt = () => false, onRefused }: R
 	if (config.max > 0) app.use(budget('general', config.max, (request) => PROBES.has(pathOf(request)) || exempt(request)))
 	// A function as max, so the plugin's dedupe seed differs from the general budget's even when the numbers match.
 	if (config.authMax > 0) app.use(budget('auth', () => config.authMax, (request) => !countsAgainstAuth(request)))
+	// The same budget per OAuth client as well (API.md): guessing one client's secret from many addresses is
+	// held to what one address may try.
+	if (config.authMax > 0)
+		app.use(
+			rateLimit({
+				duration: durationMs,
+				max: () => config.authMax + 0,
+				scoping: 'global',
+				countFailedRequest: true,
+				generator: oauthClientOf,
+				context: new CounterContext(store, 'client'),
+				skip: (request) => !PROTOCOL_AUTH_PATHS.has(pathOf(request)),
+				errorResponse: refused('client'),
+			}),
+		)
 	// mapResponse, not afterHandle: it also sees what the plugin's error hook answered.
 	return app
 		.onAfterHandle({ as: 'global' }, ({ set }) => addDraftFields(set.headers, config.windowSeconds))
