@@ -74,6 +74,7 @@ describe('the built-in templates', () => {
 			'Your Acme Vault confirmation code',
 			'Acme Vault: A passkey was added',
 			'Your Acme Vault account was recovered: the ways in that remain',
+			'Your Acme Vault sign-in code',
 		])
 	})
 
