@@ -5,7 +5,7 @@ import { problem, startTestApp, type CallResult, type TestApp } from './support/
 import { awayFromStepBoundary, completeWithTotp, enrollTotp, totpCode } from './support/factors'
 import { jwtPayload, login, PASSWORD, signUp, signUpAdmin, uniqueEmail, type Account } from './support/fixtures'
 import { countJobs, mailJobs, signUpVerified } from './support/mail'
-import { mailsTo, waitForMails } from './support/ways-in'
+import { mailsTo, recoverByMail, waitForMails } from './support/ways-in'
 
 setDefaultTimeout(60_000)
 
@@ -211,6 +211,13 @@ describe('signing in with the code', () => {
 			'/invalid-code',
 		)
 		expect((await signInWithCode(user.email, code)).status).toBe(200)
+	})
+
+	test('a password reset voids the sign-in code the account had', async () => {
+		const user = await signUp(t)
+		const code = await mailedCode(user.email)
+		expect((await recoverByMail(t, user.email)).status).toBe(200)
+		expect((await signInWithCode(user.email, code)).body).toEqual(problem('invalid-code', 400, SIGN_IN, INVALID))
 	})
 
 	test('after 10 wrong codes for an address in 24 hours the route is 429 too-many-codes, right code or not', async () => {

@@ -78,6 +78,15 @@ describe('the built-in templates', () => {
 		])
 	})
 
+	test('sign-in carries the code in both parts, its lifetime, and no link', () => {
+		const mail = templates.render('sign-in', view({ link: undefined, validFor: '10 minutes' }))
+		expect(mail.text).toContain('\n042917\n')
+		expect(mail.text).toContain('valid for 10 minutes and works once')
+		expect(mail.html).toContain('<strong style="font-size: 1.4em; letter-spacing: 0.15em">042917</strong>')
+		expect(mail.text).not.toContain('http')
+		expect(mail.html).not.toContain('href')
+	})
+
 	test('email-change-notice names the new address and carries no link or code', () => {
 		const mail = templates.render('email-change-notice', view({ link: undefined, code: undefined, validFor: undefined }))
 		expect(mail.text).toContain('(ada@example.test) asked to change its email address to ada.new@example.test')
