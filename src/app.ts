@@ -31,7 +31,8 @@ import { BackgroundJobs, backgroundJobs, JobWorker } from './jobs/worker'
 import { createMailer, sendMailJob } from './mail/mailer'
 import { WayInNotices } from './mail/notices'
 import { MailTemplates } from './mail/templates'
-import { emailModule } from './modules/email'
+import { emailCodeSignInModule, emailModule } from './modules/email'
+import { EmailCodeSignIn } from './modules/email/code-sign-in'
 import { EmailService, MAIL_QUEUE, MAIL_REQUEST_QUEUE } from './modules/email/service'
 import { factorsModule, secondFactorSignIn } from './modules/factors'
 import { FactorsService, owedSecondFactors } from './modules/factors/service'
@@ -197,6 +198,8 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		refreshTtlSeconds: config.jwt.refreshTtlSeconds,
 		reuseGraceSeconds: config.jwt.reuseGraceSeconds,
 	})
+	// Sign-in with a code by mail: the email module checks the code, the password lockout counts it, the road ends it.
+	const codeSignIn = new EmailCodeSignIn({ db, audit, email, signIn, attempts: auth })
 	const factors = new FactorsService({
 		db,
 		audit,
@@ -285,6 +288,7 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		.use(oidcModule({ signIn: providerSignIn, guard, jwt: config.jwt }))
 		.use(identitiesModule({ signIn: providerSignIn, users, guard }))
 		.use(emailModule({ email }))
+		.use(config.mail.codeSignIn ? emailCodeSignInModule({ codeSignIn, guard, jwt: config.jwt }) : new Elysia({ name: 'email-code-sign-in-off' }))
 		.use(auditModule({ audit, guard }))
 		.use(webhooksModule({ webhooks, guard }))
 

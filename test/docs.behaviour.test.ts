@@ -92,6 +92,11 @@ const OWN_BODIES: Record<string, (caller: Account) => Record<string, unknown> | 
 		expect((await t.call('POST', '/api/auth/recovery-requests', { json: { email: caller.email } })).status).toBe(202)
 		return { token: proofOf(await loggedMail(t, caller.email, 10_000, 'recovery')).token, password: 'a brand new passphrase' }
 	},
+	// A code from a real sign-in mail (each caller is a fresh account: the resend limit sends it one).
+	signInWithEmailCode: async (caller) => {
+		expect((await t.call('POST', '/api/auth/sign-in-codes', { json: { email: caller.email } })).status).toBe(202)
+		return { email: caller.email, code: /^(\d{6})$/m.exec((await loggedMail(t, caller.email, 10_000, 'sign-in')).text)?.[1] ?? 'no code' }
+	},
 	enrollFactor: () => ({ type: 'totp', name: 'Phone' }),
 	// The second-factor steps, each for a fresh account that has the factor (on the app that is up).
 	completeMfa: async () => {

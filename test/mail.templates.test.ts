@@ -74,7 +74,17 @@ describe('the built-in templates', () => {
 			'Your Acme Vault confirmation code',
 			'Acme Vault: A passkey was added',
 			'Your Acme Vault account was recovered: the ways in that remain',
+			'Your Acme Vault sign-in code',
 		])
+	})
+
+	test('sign-in carries the code in both parts, its lifetime, and no link', () => {
+		const mail = templates.render('sign-in', view({ link: undefined, validFor: '10 minutes' }))
+		expect(mail.text).toContain('\n042917\n')
+		expect(mail.text).toContain('valid for 10 minutes and works once')
+		expect(mail.html).toContain('<strong style="font-size: 1.4em; letter-spacing: 0.15em">042917</strong>')
+		expect(mail.text).not.toContain('http')
+		expect(mail.html).not.toContain('href')
 	})
 
 	test('email-change-notice names the new address and carries no link or code', () => {

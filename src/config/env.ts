@@ -129,6 +129,10 @@ export const EnvSchema = T.Object({
 	MAIL_RESEND_SECONDS: zeroOrMore(60, 'least interval between two mails of a kind to one address (`0`: no limit)'),
 	EMAIL_VERIFICATION_TTL_SECONDS: positive(86_400, 'lifetime of verification and email-change tokens and codes'),
 	RECOVERY_TTL_SECONDS: positive(3_600, 'lifetime of recovery tokens and codes'),
+	EMAIL_CODE_SIGN_IN: T.Boolean({
+		default: true,
+		description: 'sign-in with a 6-digit code mailed to the account (POST /auth/sign-in-codes, then /auth/email-code); `false`: both routes are unknown (404)',
+	}),
 	RECOVERY_URL: T.Optional(T.String({ pattern: '^https?://[^\\s#]+$', description: 'the page that mail notices of a way in added or removed link to (default {APP_URL}/recovery)' })),
 	RECOVERY_REVIEW_SECONDS: zeroOrMore(
 		604_800,
@@ -447,6 +451,8 @@ function mailConfig(env: Env, production: boolean) {
 		resendSeconds: env.MAIL_RESEND_SECONDS,
 		verificationTtlSeconds: env.EMAIL_VERIFICATION_TTL_SECONDS,
 		recoveryTtlSeconds: env.RECOVERY_TTL_SECONDS,
+		/** Sign-in with a code mailed to the account (EMAIL_CODE_SIGN_IN). */
+		codeSignIn: env.EMAIL_CODE_SIGN_IN,
 		recoveryUrl: env.RECOVERY_URL ?? `${appUrl}/recovery`,
 		recoveryReviewSeconds: env.RECOVERY_REVIEW_SECONDS,
 		/** Without SMTP in development and tests, each mail goes to the log instead. */

@@ -145,7 +145,7 @@ export const emailTokens = pgTable(
 		userId: uuid('user_id')
 			.notNull()
 			.references(() => users.id),
-		purpose: text('purpose', { enum: ['verification', 'recovery', 'email-change', 'reauthentication'] }).notNull(),
+		purpose: text('purpose', { enum: ['verification', 'recovery', 'email-change', 'reauthentication', 'sign-in'] }).notNull(),
 		// The address the mail went to: the account's email, or for a change the new one.
 		email: text('email').notNull(),
 		tokenHash: text('token_hash').notNull(),
@@ -162,7 +162,7 @@ export const emailTokens = pgTable(
 		uniqueIndex('email_tokens_token_hash_key').on(table.tokenHash),
 		index('email_tokens_user_purpose_idx').on(table.userId, table.purpose),
 		index('email_tokens_email_idx').on(table.email, table.purpose),
-		check('email_tokens_purpose_valid', sql`${table.purpose} in ('verification', 'recovery', 'email-change', 'reauthentication')`),
+		check('email_tokens_purpose_valid', sql`${table.purpose} in ('verification', 'recovery', 'email-change', 'reauthentication', 'sign-in')`),
 	],
 )
 

@@ -212,7 +212,7 @@ export const PROBLEM_KINDS = {
 	'too-many-codes': {
 		status: 429,
 		title: 'Too many wrong codes',
-		when: 'ten wrong mailed codes for this address and kind (verification, recovery, reauthentication) in the last 24 hours, for an unknown address alike: the code path is closed, right code or not, until the oldest of them is 24 hours old (`Retry-After`); the link’s token still works',
+		when: 'ten wrong mailed codes for this address and kind (verification, recovery, reauthentication, sign-in) in the last 24 hours, for an unknown address alike: the code path is closed, right code or not, until the oldest of them is 24 hours old (`Retry-After`); the link’s token still works (a sign-in code’s mail has none)',
 		example: 'Too many wrong codes for this address; use the link in the mail, or try a code again later',
 	},
 	'internal-error': {

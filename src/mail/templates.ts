@@ -4,7 +4,7 @@ import Mustache from 'mustache'
 import { mailLine } from './safe-text'
 
 /** The mails the service sends; each has a subject, a plain-text and an HTML template. */
-export const MAIL_KINDS = ['verification', 'recovery', 'email-change', 'email-change-notice', 'reauthentication', 'way-in-notice', 'recovery-review'] as const
+export const MAIL_KINDS = ['verification', 'recovery', 'email-change', 'email-change-notice', 'reauthentication', 'way-in-notice', 'recovery-review', 'sign-in'] as const
 export type MailKind = (typeof MAIL_KINDS)[number]
 
 const PARTS = ['subject', 'text', 'html'] as const
@@ -186,6 +186,21 @@ If this was you, check that each of them is yours. ${recoveryLinkText}`,
 <p>The ways into your account now:</p>
 <ul>{{#remaining}}<li>{{.}}</li>{{/remaining}}</ul>
 <p>If this was you, check that each of them is yours. If this was not you, someone may have your password or your mailbox: <a href="{{link}}">recover your account at once</a>.</p>`),
+	},
+	'sign-in': {
+		subject: 'Your {{appName}} sign-in code',
+		text: `Hello{{#name}} {{name}}{{/name}},
+
+to sign in to your {{appName}} account ({{email}}), enter this code:
+
+{{code}}
+
+It is valid for {{validFor}} and works once. Never give it to anyone: whoever has it can sign in as you. If you did not ask for it, ignore this mail; no one can sign in without the code.
+`,
+		html: htmlPage(`<p>Hello{{#name}} {{name}}{{/name}},</p>
+<p>to sign in to your {{appName}} account ({{email}}), enter this code:</p>
+<p><strong style="font-size: 1.4em; letter-spacing: 0.15em">{{code}}</strong></p>
+<p>It is valid for {{validFor}} and works once. Never give it to anyone: whoever has it can sign in as you. If you did not ask for it, ignore this mail; no one can sign in without the code.</p>`),
 	},
 }
 

@@ -9,6 +9,7 @@ const EventType = t.Union([
 	t.Literal('login.succeeded'),
 	t.Literal('login.failed'),
 	t.Literal('login.locked'),
+	t.Literal('login.code-sent'),
 	t.Literal('token.refreshed'),
 	t.Literal('token.reuse-detected'),
 	t.Literal('logout'),

@@ -44,7 +44,7 @@ export namespace AuthModel {
 	export const tokens = t.Object({
 		accessToken: t.String({
 			description:
-				'JWT (RFC 9068), for `Authorization: Bearer …`. Claims: `iss`, `aud`, `sub` (the user id), `sid` (the session id), `role`, `iat`, `exp`, `jti`, `aal` (`aal1`, or `aal2` after a second factor or a passkey) and `amr`, how the session was established: RFC 8176 values only: `pwd` (a password here), `otp` (a TOTP or recovery code), `hwk` (a passkey), `mfa` (two distinct factors); a sign-in at an identity provider adds none of its own (RFC 8176 has no value for it), so a provider alone gives `[]` and a provider then a TOTP code `[\"otp\", \"mfa\"]`.',
+				'JWT (RFC 9068), for `Authorization: Bearer …`. Claims: `iss`, `aud`, `sub` (the user id), `sid` (the session id), `role`, `iat`, `exp`, `jti`, `aal` (`aal1`, or `aal2` after a second factor or a passkey) and `amr`, how the session was established: RFC 8176 values only: `pwd` (a password here), `otp` (a TOTP or recovery code), `hwk` (a passkey), `mfa` (two distinct factors); a sign-in at an identity provider or with a code by mail adds none of its own (RFC 8176 has no value for either), so a provider or a mailed code alone gives `[]` and either then a TOTP code `[\"otp\", \"mfa\"]`.',
 		}),
 		refreshToken: t.String({ description: 'opaque; single use: each refresh returns a new one' }),
 		tokenType: t.Literal('Bearer'),

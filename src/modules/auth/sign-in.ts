@@ -12,9 +12,10 @@ import { issueTokenPair, mustHaveFactor, startSession, type Caller, type Queryab
 
 /**
  * The one road every way of signing in ends on: a password here (auth/service.ts), a second factor or a
- * passkey (factors/), a provider (oidc/), and next the provider's own pages. Each way checks its own proof
- * and counts its own failures; then this decides what is still owed (a second factor, or enrolment only
- * under MFA_REQUIRED), starts or renews the session, and `tokenResponses` answers the token pair.
+ * passkey (factors/), a provider (oidc/), a code by mail (email/code-sign-in.ts), and next the provider's own
+ * pages. Each way checks its own proof and counts its own failures; then this decides what is still owed (a
+ * second factor, or enrolment only under MFA_REQUIRED), starts or renews the session, and `tokenResponses`
+ * answers the token pair.
  */
 
 export type MfaMethod = 'totp' | 'webauthn' | 'recovery-code'
@@ -110,7 +111,7 @@ export class SignIn {
 
 	/**
 	 * The session of a sign-in finished by other means than a password here (a second factor, a passkey, a
-	 * provider): on the account as it was when the sign-in began (same credentials version, still active), and
+	 * provider, a code by mail): on the account as it was when the sign-in began (same credentials version, still active), and
 	 * only if `spend` (the code, token or counter the proof used) is still unspent. Undefined when either
 	 * fails: nothing is written.
 	 */
@@ -125,12 +126,14 @@ export class SignIn {
 		const abandoned = Symbol('abandoned')
 		try {
 			return await db.transaction(async (tx) => {
-				const [user] = await tx
+				const [found] = await tx
 					.select()
 					.from(users)
 					.where(and(eq(users.id, userId), eq(users.credentialsVersion, credentialsVersion), eq(users.status, 'active')))
 					.for('share')
-				if (!user || !(await spend(tx))) throw abandoned
+				if (!found || !(await spend(tx))) throw abandoned
+				// A proof by mail proves the address as it is spent (a code sign-in): an unproved one is read again.
+				const [user = found] = found.emailVerifiedAt === null ? await tx.select().from(users).where(eq(users.id, found.id)) : [found]
 				if (requireVerifiedEmail && user.emailVerifiedAt === null) throw emailNotVerified()
 				const started = await startSession(tx, user.id, client, refreshTtlSeconds, sessionsPerUserMax, assurance)
 				return { user, sessionId: started.session.id, refreshToken: started.refreshToken, accessTokenId: started.accessTokenId, assurance, authenticatedAt: started.session.authenticatedAt }

@@ -8,13 +8,18 @@ import type { Queryable } from '../auth/sessions'
 export const WRONG_CODES_PER_DAY = 10
 const WINDOW = sql`interval '24 hours'`
 
-/** What a code proves: each kind has its own count (the verification route's codes, the recovery route's, reauthentication's). */
-export type CodeKind = 'verification' | 'recovery' | 'reauthentication'
+/** What a code proves: each kind has its own count (the verification route's codes, the recovery route's, reauthentication's, sign-in's). */
+export type CodeKind = 'verification' | 'recovery' | 'reauthentication' | 'sign-in'
 
-export const tooManyCodes = (retryAfterSeconds: number) =>
-	new AppError('too-many-codes', 'Too many wrong codes for this address; use the link in the mail, or try a code again later', {
-		headers: { 'retry-after': String(retryAfterSeconds) },
-	})
+export const tooManyCodes = (retryAfterSeconds: number, kind?: CodeKind) =>
+	new AppError(
+		'too-many-codes',
+		// A sign-in code's mail has no link to fall back on.
+		kind === 'sign-in'
+			? 'Too many wrong codes for this address; sign in another way, or try a code again later'
+			: 'Too many wrong codes for this address; use the link in the mail, or try a code again later',
+		{ headers: { 'retry-after': String(retryAfterSeconds) } },
+	)
 
 /** The subject a wrong code is counted against: the address it was typed for, hashed (an account's or not, the same way). */
 const subjectOf = (address: string) => digestOf(address)

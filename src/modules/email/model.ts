@@ -13,6 +13,8 @@ export namespace EmailModel {
 		{ description: 'the token from the link, or the address the mail went to and its code' },
 	)
 
+	export const codeSignIn = t.Object({ email: Email, code: Code }, { ...closed, description: 'the address the sign-in code went to, and the code' })
+
 	export const passwordReset = t.Union(
 		[
 			t.Object({ token: Token, password: Password }, { ...closed, title: 'By link token' }),

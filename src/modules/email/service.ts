@@ -31,6 +31,9 @@ export const MAIL_REQUEST_QUEUE = 'mail-request'
 /** A reauthentication code by mail lives this long: it is typed into the page that asked for it, at once. */
 export const REAUTHENTICATION_CODE_SECONDS = 600
 
+/** A sign-in code by mail lives this long (API.md "Pages": 10 minutes), for the same reason. */
+export const SIGN_IN_CODE_SECONDS = 600
+
 /** Wrong tries a code survives; the fifth wrong one voids it (and its link). */
 export const CODE_ATTEMPTS = 5
 
@@ -65,12 +68,18 @@ export interface EmailServiceDeps {
 
 /** A mail request as queued by a 202 route: the work (and its timing) happens in the job worker. */
 export interface MailRequest {
-	purpose: 'verification' | 'recovery'
+	purpose: 'verification' | 'recovery' | 'sign-in'
 	email: string
 	client: ClientInfo
 }
 
 type Tx = Queryable
+
+/** A sign-in code checked: the account and what spends the code, or a refusal to count before it is thrown. */
+export type SignInCodeCheck =
+	| { kind: 'right'; user: UserRow; spend: (tx: Tx) => Promise<boolean> }
+	| { kind: 'wrong'; userId: string | undefined; refuse: () => Promise<never> }
+	| { kind: 'too-many-codes'; refuse: () => Promise<never> }
 
 /**
  * Verification, recovery and email change (API.md "Email"). Each mail is written to the outbox (the
@@ -95,7 +104,7 @@ export class EmailService {
 		if (!this.deps.mailer.available) throw mailUnavailable()
 	}
 
-	/** POST /auth/verification-requests and /auth/recovery-requests: queues the request, whatever the address. */
+	/** POST /auth/verification-requests, /auth/recovery-requests and /auth/sign-in-codes: queues the request, whatever the address. */
 	async request(purpose: MailRequest['purpose'], email: string, client: ClientInfo): Promise<void> {
 		this.assertMailAvailable()
 		const request: MailRequest = { purpose, email: normalizeEmail(email), client }
@@ -105,10 +114,12 @@ export class EmailService {
 	/** The job worker's side of a request: the mail, if the address has an account that should get one. */
 	async handleRequest(payload: Record<string, unknown>): Promise<void> {
 		const request = readMailRequest(payload)
+		// Turned off since the request was queued: it sends nothing.
+		if (request.purpose === 'sign-in' && !this.deps.settings.codeSignIn) return
 		const issued = await this.deps.db.transaction(async (tx) => {
-			if (request.purpose === 'recovery') {
+			if (request.purpose === 'recovery' || request.purpose === 'sign-in') {
 				const user = await lockActiveUser(tx, eq(users.email, request.email))
-				return user && (await this.issueAndQueue(tx, user, 'recovery', user.email)) ? user : undefined
+				return user && (await this.issueAndQueue(tx, user, request.purpose, user.email)) ? user : undefined
 			}
 			const unverified = await lockActiveUser(tx, and(eq(users.email, request.email), isNull(users.emailVerifiedAt)))
 			if (unverified) return (await this.issueAndQueue(tx, unverified, 'verification', unverified.email)) ? unverified : undefined
@@ -117,11 +128,8 @@ export class EmailService {
 			return changing && (await this.issueAndQueue(tx, changing, 'email-change', request.email)) ? changing : undefined
 		})
 		if (!issued) return
-		await this.deps.audit.record(
-			request.purpose === 'recovery' ? 'password.recovery-requested' : 'email.verification-requested',
-			request.client,
-			{ subjectId: issued.id },
-		)
+		const event = request.purpose === 'recovery' ? 'password.recovery-requested' : request.purpose === 'sign-in' ? 'login.code-sent' : 'email.verification-requested'
+		await this.deps.audit.record(event, request.client, { subjectId: issued.id })
 	}
 
 	/** At sign-up (in its transaction): the first verification mail, unless verification is off or mail cannot go. */
@@ -213,7 +221,7 @@ export class EmailService {
 			if (!updated) return { kind: 'invalid' as const, purpose: 'recovery' as const }
 			await recordWebhookEvents(tx, userChangeEvents(user, updated, true))
 			await markUsed(tx, row.id)
-			await voidTokens(tx, user.id, ['recovery', 'email-change'])
+			await voidTokens(tx, user.id, ['recovery', 'email-change', 'sign-in'])
 			const revoked = await revokeUserSessions(tx, user.id, 'password-reset')
 			// What an intruder may have added goes with the sessions; the owner hears what remains.
 			const removed = [
@@ -263,6 +271,62 @@ export class EmailService {
 	}
 
 	/**
+	 * POST /auth/email-code: the code checked as every mailed code is (10 wrong ones per address a day, the fifth
+	 * wrong one voids it; a wrong one is committed as such), for the active account whose address it went to. A
+	 * right code comes with what spends it, in the transaction that starts the session (or at once, when a second
+	 * factor is still owed): the spend also proves the address when it was not yet (the code reached that mailbox).
+	 * A refusal is handed back to be counted by the caller (the login lockout), then thrown by `refuse`.
+	 */
+	async checkSignInCode(email: string, code: string, client: ClientInfo): Promise<SignInCodeCheck> {
+		const address = normalizeEmail(email)
+		const { db } = this.deps
+		const checked = await db.transaction((tx) => this.checkProof(tx, { email: address, code }, 'sign-in', ['sign-in']))
+		if (checked.kind === 'too-many-codes') return { kind: 'too-many-codes', refuse: () => this.refuse(checked, client) }
+		// The same statement for every address, known or not: the account the address names, if any.
+		const [account] = await db.select().from(users).where(eq(users.email, address))
+		if (checked.kind !== 'valid' || !account || account.id !== checked.row.userId || account.status !== 'active') {
+			// A deactivated account (or one whose address moved on since the mail) is refused as an unknown address is.
+			const refused = checked.kind === 'valid' ? { kind: 'invalid' as const, purpose: checked.row.purpose, userId: checked.row.userId } : checked
+			return { kind: 'wrong', userId: account?.id, refuse: () => this.refuse(refused, client) }
+		}
+		const { id } = checked.row
+		const spend = async (tx: Tx) => {
+			// Of requests that bring the code at once, the one that holds its row spends it; the others give up rather
+			// than wait for it while holding the account (which proving the address below locks: they would deadlock).
+			const spent = await tx
+				.update(emailTokens)
+				.set({ usedAt: sql`now()` })
+				.where(
+					inArray(
+						emailTokens.id,
+						tx
+							.select({ id: emailTokens.id })
+							.from(emailTokens)
+							.where(and(eq(emailTokens.id, id), isNull(emailTokens.usedAt), isNull(emailTokens.voidedAt), gt(emailTokens.expiresAt, sql`now()`)))
+							.for('update', { skipLocked: true }),
+					),
+				)
+				.returning({ id: emailTokens.id })
+			if (spent.length !== 1) return false
+			if (account.emailVerifiedAt === null) await this.proveAddressBySignIn(tx, account, client)
+			return true
+		}
+		return { kind: 'right', user: account, spend }
+	}
+
+	/** A sign-in code reached the mailbox: the address is proved, as a verification proves it (and with what that removes). */
+	private async proveAddressBySignIn(tx: Tx, user: UserRow, client: ClientInfo) {
+		const [proved] = await tx
+			.update(users)
+			.set({ emailVerifiedAt: sql`now()`, updatedAt: sql`now()` })
+			.where(and(eq(users.id, user.id), eq(users.email, user.email), isNull(users.emailVerifiedAt)))
+			.returning()
+		if (!proved) return
+		await recordWebhookEvents(tx, userChangeEvents(user, proved))
+		await this.onAddressProved(tx, proved, client)
+	}
+
+	/**
 	 * The account's address was just proved by a verification: what was added while it was not goes, and every
 	 * session with it (whoever made them could not read this mailbox); the owner gets a notice of each removal.
 	 */
@@ -279,7 +343,7 @@ export class EmailService {
 	): Promise<never> {
 		if (outcome.kind === 'too-many-codes') {
 			await this.deps.audit.record('code.rejected', client, { details: { reason: outcome.kind, purpose: outcome.codeKind } })
-			throw tooManyCodes(outcome.retryAfterSeconds)
+			throw tooManyCodes(outcome.retryAfterSeconds, outcome.codeKind)
 		}
 		await this.deps.audit.record('code.rejected', client, {
 			subjectId: outcome.userId,
@@ -291,7 +355,7 @@ export class EmailService {
 	/** Deletes wrong codes that count no more (older than 24 hours and than any live code); returns how many went. */
 	purgeCodeFailures(): Promise<number> {
 		const { verificationTtlSeconds, recoveryTtlSeconds } = this.deps.settings
-		return purgeCodeFailures(this.deps.db, Math.max(verificationTtlSeconds, recoveryTtlSeconds, REAUTHENTICATION_CODE_SECONDS))
+		return purgeCodeFailures(this.deps.db, Math.max(verificationTtlSeconds, recoveryTtlSeconds, REAUTHENTICATION_CODE_SECONDS, SIGN_IN_CODE_SECONDS))
 	}
 
 	/**
@@ -361,7 +425,14 @@ export class EmailService {
 		const id = Bun.randomUUIDv7()
 		const token = newLinkToken()
 		const code = newCode()
-		const ttl = purpose === 'recovery' ? settings.recoveryTtlSeconds : purpose === 'reauthentication' ? REAUTHENTICATION_CODE_SECONDS : settings.verificationTtlSeconds
+		const ttl =
+			purpose === 'recovery'
+				? settings.recoveryTtlSeconds
+				: purpose === 'reauthentication'
+					? REAUTHENTICATION_CODE_SECONDS
+					: purpose === 'sign-in'
+						? SIGN_IN_CODE_SECONDS
+						: settings.verificationTtlSeconds
 		await tx.insert(emailTokens).values({
 			id,
 			userId: user.id,
@@ -372,9 +443,9 @@ export class EmailService {
 			expiresAt: new Date(Date.now() + ttl * 1000),
 		})
 		// The token rides in the fragment: browsers never send it to a server, so scanners that fetch the link spend nothing.
-		// A reauthentication is typed into the page that asked for it: its mail carries the code alone.
+		// A reauthentication or a sign-in is typed into the page that asked for it: its mail carries the code alone.
 		const page = purpose === 'recovery' ? settings.resetUrl : settings.verifyUrl
-		const link = purpose === 'reauthentication' ? undefined : `${page}#token=${token}`
+		const link = purpose === 'reauthentication' || purpose === 'sign-in' ? undefined : `${page}#token=${token}`
 		await this.queueMail(tx, purpose, address, { name: user.name, link, code, validFor: inWords(ttl) })
 		return true
 	}
@@ -412,7 +483,7 @@ async function voidTokens(tx: Tx, userId: string, purposes: TokenPurpose[]) {
 
 function readMailRequest(payload: Record<string, unknown>): MailRequest {
 	const { purpose, email, client } = payload as Partial<MailRequest>
-	if ((purpose !== 'verification' && purpose !== 'recovery') || typeof email !== 'string' || typeof client !== 'object' || client === null)
+	if ((purpose !== 'verification' && purpose !== 'recovery' && purpose !== 'sign-in') || typeof email !== 'string' || typeof client !== 'object' || client === null)
 		throw new PermanentJobError('unreadable mail request')
 	return { purpose, email, client }
 }

@@ -1,0 +1,2 @@
+ALTER TABLE "email_tokens" DROP CONSTRAINT "email_tokens_purpose_valid";--> statement-breakpoint
+ALTER TABLE "email_tokens" ADD CONSTRAINT "email_tokens_purpose_valid" CHECK ("email_tokens"."purpose" in ('verification', 'recovery', 'email-change', 'reauthentication', 'sign-in'));
