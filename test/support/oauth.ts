@@ -70,6 +70,7 @@ export class Browser {
 	constructor(
 		private readonly t: TestApp,
 		cookie?: string,
+		private readonly issuer = ISSUER,
 	) {
 		if (cookie) this.set(cookie)
 	}
@@ -88,7 +89,7 @@ export class Browser {
 
 	/** Goes to `url` and follows redirects on the issuer; the last response and where it stopped. */
 	async visit(url: string, init: RequestInit = {}): Promise<{ response: Response; url: URL }> {
-		let next = new URL(url, ISSUER)
+		let next = new URL(url, this.issuer)
 		let request: RequestInit = init
 		for (let hop = 0; hop < 10; hop++) {
 			const headers = new Headers(request.headers)
@@ -98,7 +99,7 @@ export class Browser {
 			const location = response.headers.get('location')
 			if (response.status < 300 || response.status >= 400 || !location) return { response, url: next }
 			const target = new URL(location, next)
-			if (target.origin !== ISSUER) return { response, url: target }
+			if (target.origin !== new URL(this.issuer).origin) return { response, url: target }
 			next = target
 			request = {}
 		}
