@@ -2,6 +2,7 @@ import { cors } from '@elysiajs/cors'
 import { Elysia } from 'elysia'
 import type { Config } from './config/env'
 import { DataKeys } from './crypto/data-keys'
+import type { OAuthSigningKey } from './crypto/oauth-signing-key'
 import type { DatabaseHandle } from './db/client'
 import { authGuard } from './modules/auth/guard'
 import { clientAddresses, type PeerAddress } from './http/client-ip'
@@ -51,6 +52,8 @@ export interface AppDeps {
 	config: Config
 	database: DatabaseHandle
 	keys: TokenKeys
+	/** The provider's RS256 key (ID tokens), published in the JWKS beside the access tokens' keys. */
+	oauthKey: OAuthSigningKey
 	log: Logger
 	/** Rate-limit and lockout counters; made from config when not given. */
 	counters?: CounterStore
@@ -99,7 +102,7 @@ function corsFor(origins: string[]) {
 }
 
 /** The whole service as an Elysia app; `index.ts` listens, tests call `app.handle`. */
-export function createApp({ config, database, keys, log, counters, peerAddress, templates, dataKeys: givenDataKeys, resolveHost = systemResolver }: AppDeps) {
+export function createApp({ config, database, keys, oauthKey, log, counters, peerAddress, templates, dataKeys: givenDataKeys, resolveHost = systemResolver }: AppDeps) {
 	const store = counters ?? createCounterStore(config.rateLimit.redisUrl, log)
 	const routeTable: RouteTable = { routes: [] }
 	const { db } = database
@@ -236,7 +239,7 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 	// normalize: false everywhere, so that unknown query parameters are refused rather than silently dropped.
 	const api = new Elysia({ name: 'api', prefix: '/api', normalize: false })
 		.use(health(database))
-		.use(jwks(keys))
+		.use(jwks(keys, oauthKey))
 		.use(usersModule({ users, guard, db, audit }))
 		.use(authModule({ auth, guard, jwt: config.jwt }))
 		.use(secondFactorSignIn({ factors, guard, jwt: config.jwt }))
@@ -279,7 +282,7 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		)
 		.use(scheduled(schedule))
 		.use(docs({ enabled: config.docsEnabled, path: DOCS_PATH }))
-		.use(jwks(keys))
+		.use(jwks(keys, oauthKey))
 		.use(config.metrics.enabled ? metricsRoute(metrics, config.metrics.token) : new Elysia({ name: 'metrics-disabled' }))
 		.use(api)
 		// Every path is a route, so that a 404 or 405 passes the rate limits like any other answer.
