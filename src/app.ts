@@ -2,6 +2,7 @@ import { cors } from '@elysiajs/cors'
 import { Elysia } from 'elysia'
 import type { Config } from './config/env'
 import { DataKeys } from './crypto/data-keys'
+import type { OAuthSigningKey } from './crypto/oauth-signing-key'
 import type { DatabaseHandle } from './db/client'
 import { authGuard } from './modules/auth/guard'
 import { clientAddresses, type PeerAddress } from './http/client-ip'
@@ -52,12 +53,13 @@ import { createProvider, plainProviderPages } from './modules/oauth/provider'
 import { isProtocolPath, protocolModule } from './modules/oauth/protocol'
 import { Interactions } from './modules/oauth/interactions'
 import { BACKCHANNEL_LOGOUT_QUEUE, queueBackchannelLogouts } from './modules/oauth/logout'
-import { developmentSigningKey } from './modules/oauth/signing-key'
 
 export interface AppDeps {
 	config: Config
 	database: DatabaseHandle
 	keys: TokenKeys
+	/** The provider's RS256 key (ID tokens), published in the JWKS beside the access tokens' keys. */
+	oauthKey: OAuthSigningKey
 	log: Logger
 	/** Rate-limit and lockout counters; made from config when not given. */
 	counters?: CounterStore
@@ -69,8 +71,6 @@ export interface AppDeps {
 	templates?: MailTemplates
 	/** How webhook hosts resolve; only for tests that play DNS rebinding. */
 	resolveHost?: ResolveHost
-	/** The OpenID Provider's private signing key (an RSA JWK with its kid). */
-	oauthSigningKey?: Record<string, unknown>
 }
 
 export const DOCS_PATH = '/api/docs'
@@ -108,7 +108,7 @@ function corsFor(origins: string[]) {
 }
 
 /** The whole service as an Elysia app; `index.ts` listens, tests call `app.handle`. */
-export function createApp({ config, database, keys, log, counters, peerAddress, templates, dataKeys: givenDataKeys, resolveHost = systemResolver, oauthSigningKey }: AppDeps) {
+export function createApp({ config, database, keys, oauthKey, log, counters, peerAddress, templates, dataKeys: givenDataKeys, resolveHost = systemResolver }: AppDeps) {
 	const store = counters ?? createCounterStore(config.rateLimit.redisUrl, log)
 	const routeTable: RouteTable = { routes: [] }
 	const { db } = database
@@ -238,7 +238,7 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		reauthenticationSeconds: config.reauthenticationSeconds,
 		notices,
 	})
-	const issuer = config.oidc.publicUrl ?? `http://localhost:${config.port}`
+	const issuer = config.publicUrl
 	const oauthDirectory = new OAuthDirectory(db)
 	const browserSessions = browserSessionsOf(db)
 	const secondFactorsOwed = owedSecondFactors(db)
@@ -248,11 +248,11 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		pages: plainProviderPages,
 		settings: {
 			issuer,
-			signingKey: oauthSigningKey ?? developmentSigningKey(),
+			signingKey: oauthKey.privateJwk,
 			cookieKeys: [dataKeys.derive('latchkey oauth cookies')],
 			accessTokenTtlSeconds: config.jwt.accessTtlSeconds,
 			refreshTokenTtlSeconds: config.jwt.refreshTtlSeconds,
-			dynamicRegistration: false,
+			dynamicRegistration: config.oauth.dynamicRegistration,
 		},
 		clients: oauthDirectory,
 		browserSessions,
@@ -279,7 +279,7 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 	// normalize: false everywhere, so that unknown query parameters are refused rather than silently dropped.
 	const api = new Elysia({ name: 'api', prefix: '/api', normalize: false })
 		.use(health(database))
-		.use(jwks(keys))
+		.use(jwks(keys, oauthKey))
 		.use(usersModule({ users, guard, db, audit }))
 		.use(authModule({ auth, guard, jwt: config.jwt }))
 		.use(secondFactorSignIn({ factors, guard, jwt: config.jwt }))
@@ -328,7 +328,7 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		)
 		.use(scheduled(schedule))
 		.use(docs({ enabled: config.docsEnabled, path: DOCS_PATH }))
-		.use(jwks(keys))
+		.use(jwks(keys, oauthKey))
 		.use(config.metrics.enabled ? metricsRoute(metrics, config.metrics.token) : new Elysia({ name: 'metrics-disabled' }))
 		.use(api)
 		.use(protocolModule({ provider, issuer, interactions }))

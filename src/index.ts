@@ -8,6 +8,7 @@ import { compilePgliteWasm, openDatabase } from './db/client'
 import { migrate } from './db/migrate'
 import { createLogger, type Logger } from './log'
 import { DataKeys } from './crypto/data-keys'
+import { loadOAuthSigningKey, OAuthKeyError, type OAuthSigningKey } from './crypto/oauth-signing-key'
 import { KeyConfigError, loadTokenKeys, type TokenKeys } from './modules/auth/keys'
 import { PasswordHasher } from './modules/auth/password'
 import { BootstrapError, createAdmin, ensureActiveAdmin } from './modules/users/bootstrap'
@@ -137,6 +138,14 @@ async function serve(config: Config, log: Logger): Promise<number> {
 		console.error(`latchkey: configuration: ${error.message}`)
 		return EXIT.failure
 	}
+	let oauthKey: OAuthSigningKey
+	try {
+		oauthKey = await loadOAuthSigningKey(config.oauth.signingKey, log)
+	} catch (error) {
+		if (!(error instanceof OAuthKeyError)) throw error
+		console.error(`latchkey: configuration: ${error.message}`)
+		return EXIT.failure
+	}
 	let templates: MailTemplates
 	try {
 		templates = new MailTemplates(config.mail.templatesDir)
@@ -164,10 +173,10 @@ async function serve(config: Config, log: Logger): Promise<number> {
 	if (config.workers > 1 && !process.env[WORKER_MARK]) {
 		// The primary only migrated and bootstrapped; the workers serve.
 		await database.close()
-		return superviseWorkers(config.workers, keys, dataKeys, log)
+		return superviseWorkers(config.workers, { keys, dataKeys, oauthKey }, log)
 	}
 
-	const app = createApp({ config, database, keys, dataKeys, log, templates }).listen({
+	const app = createApp({ config, database, keys, oauthKey, dataKeys, log, templates }).listen({
 		port: config.port,
 		hostname: config.host,
 		// Workers share the port; the kernel spreads connections among them.
@@ -209,7 +218,11 @@ const WORKER_MARK = 'LATCHKEY_WORKER'
  * each listening on the same port with SO_REUSEPORT, forward SIGTERM/SIGINT
  * to them, and exit once all have stopped (with 1 if any failed).
  */
-async function superviseWorkers(count: number, keys: TokenKeys, dataKeys: DataKeys, log: Logger): Promise<number> {
+async function superviseWorkers(
+	count: number,
+	{ keys, dataKeys, oauthKey }: { keys: TokenKeys; dataKeys: DataKeys; oauthKey: OAuthSigningKey },
+	log: Logger,
+): Promise<number> {
 	// In a compiled binary the entry is embedded: run the binary itself; otherwise `bun <script>`.
 	const command = isCompiledBinary ? [process.execPath] : [process.execPath, Bun.main]
 	const args = Bun.argv.slice(2)
@@ -222,6 +235,7 @@ async function superviseWorkers(count: number, keys: TokenKeys, dataKeys: DataKe
 				// one kept in DATA_DIR each worker reads from there.
 				...(keys.developmentSecret ? { JWT_SECRET: keys.developmentSecret } : {}),
 				...(dataKeys.developmentKey ? { DATA_ENCRYPTION_KEY: dataKeys.developmentKey } : {}),
+				...(oauthKey.developmentPem ? { OAUTH_SIGNING_KEY: oauthKey.developmentPem } : {}),
 			},
 			stdio: ['ignore', 'inherit', 'inherit'],
 		}),

@@ -39,12 +39,12 @@ const me = async (t: TestApp, token: string) => {
 }
 
 describe('HS256 (the default)', () => {
-	test('publishes an empty key set at the root and under /api', async () => {
+	test('publishes no key of its own at the root and under /api: only the provider\'s RS256 key (ID tokens)', async () => {
 		const t = await startTestApp({}, database)
 		for (const path of ['/.well-known/jwks.json', '/api/.well-known/jwks.json']) {
 			const res = await t.call('GET', path)
 			expect(res.status).toBe(200)
-			expect(res.body).toEqual({ keys: [] })
+			expect(res.body).toEqual({ keys: [t.oauthKey.publicJwk] })
 			expect(res.headers.get('cache-control')).toBe('public, max-age=300')
 		}
 	})
@@ -64,9 +64,10 @@ for (const algorithm of ['ES256', 'EdDSA'] as const) {
 			const header = jwtHeader(account.accessToken)
 			expect(header).toMatchObject({ alg: algorithm, typ: 'at+jwt' })
 			const jwks = (await t.call('GET', '/.well-known/jwks.json')).body
-			expect(jwks.keys).toHaveLength(1)
+			expect(jwks.keys).toHaveLength(2)
 			expect(jwks.keys[0]).toMatchObject({ kid: header.kid, alg: algorithm, use: 'sig' })
 			expect(jwks.keys[0].d).toBeUndefined()
+			expect(jwks.keys[1]).toEqual(t.oauthKey.publicJwk)
 			expect((await me(t, account.accessToken)).status).toBe(200)
 		})
 
@@ -119,7 +120,9 @@ describe('key rotation', () => {
 			database,
 		)
 		expect((await me(after, account.accessToken)).status).toBe(200)
-		const kids = (await after.call('GET', '/.well-known/jwks.json')).body.keys.map((key: { kid: string }) => key.kid)
+		const kids = (await after.call('GET', '/.well-known/jwks.json')).body.keys
+			.map((key: { kid: string }) => key.kid)
+			.filter((kid: string) => kid !== after.oauthKey.kid)
 		expect(kids).toHaveLength(2)
 		expect(kids).toContain(String(jwtHeader(account.accessToken).kid))
 
@@ -139,7 +142,7 @@ describe('key rotation', () => {
 		const fresh = await signUp(after)
 		expect(jwtHeader(fresh.accessToken).kid).toBe(after.keys.kid)
 		// No secret is ever published.
-		expect((await after.call('GET', '/.well-known/jwks.json')).body).toEqual({ keys: [] })
+		expect((await after.call('GET', '/.well-known/jwks.json')).body).toEqual({ keys: [after.oauthKey.publicJwk] })
 
 		const retired = await startTestApp({ JWT_SECRET: after.config.jwt.secret ?? '' }, database)
 		expect(await me(retired, account.accessToken)).toEqual(refused)
@@ -156,9 +159,11 @@ describe('key rotation', () => {
 })
 
 describe('key rotation across algorithms', () => {
-	/** The public keys an app publishes, by kid. */
+	/** The public keys an app publishes for its access tokens, by kid (the provider's RS256 key aside). */
 	const published = async (t: TestApp) =>
-		new Map(((await t.call('GET', '/.well-known/jwks.json')).body.keys as JWK[]).map((jwk) => [String(jwk.kid), jwk]))
+		new Map(
+			((await t.call('GET', '/.well-known/jwks.json')).body.keys as JWK[]).filter((jwk) => jwk.kid !== t.oauthKey.kid).map((jwk) => [String(jwk.kid), jwk]),
+		)
 
 	test('HS256 to EdDSA: tokens signed with the previous secret stay valid while it is JWT_PREVIOUS_SECRET, which is never published', async () => {
 		const secret = newSecret()

@@ -1,11 +1,12 @@
 /**
- * Development keeps its keys: JWT_SECRET and DATA_ENCRYPTION_KEY, when the environment leaves them unset,
- * are generated once and kept in DATA_DIR/keys, so a restart keeps sessions, TOTP factors and webhook
- * secrets. `bun src/index.ts` started and stopped as a developer would; on PostgreSQL with TEST_DATABASE_URL
+ * Development keeps its keys: JWT_SECRET, DATA_ENCRYPTION_KEY and OAUTH_SIGNING_KEY, when the environment
+ * leaves them unset, are generated once and kept in DATA_DIR/keys, so a restart keeps sessions, TOTP factors,
+ * webhook secrets and the key that verifies ID tokens. `bun src/index.ts` started and stopped as a developer would; on PostgreSQL with TEST_DATABASE_URL
  * (DATA_DIR still keeps the keys), else on the embedded database.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { createPublicKey, generateKeyPairSync } from 'node:crypto'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { loadConfig } from '../src/config/env'
@@ -15,6 +16,7 @@ import { startProcess, type RunningBinary } from './support/binary'
 import { createEmptyTestDatabase, TEST_DATABASE_URL } from './support/database'
 import { awayFromStepBoundary, totpCode } from './support/factors'
 import { PASSWORD, uniqueEmail } from './support/fixtures'
+import { TEST_OAUTH_SIGNING_KEY } from './support/oauth-key'
 
 // Each file sets its own default: bun applies setDefaultTimeout to the file that calls it.
 setDefaultTimeout(90_000)
@@ -60,13 +62,21 @@ async function call(service: RunningBinary, method: string, path: string, json?:
 /** What the key files hold (undefined for one that is missing). */
 const contents = (keys: string) => {
 	const read = (name: string) => (existsSync(join(keys, name)) ? readFileSync(join(keys, name), 'utf8') : undefined)
-	return { jwt: read('jwt-secret'), data: read('data-encryption-key') }
+	return { jwt: read('jwt-secret'), data: read('data-encryption-key'), oauth: read('oauth-signing-key') }
+}
+
+/** The provider's RSA key as a running service publishes it. */
+async function publishedOAuthKey(service: RunningBinary) {
+	const jwks = (await (await fetch(`${service.base}/.well-known/jwks.json`, { headers: { connection: 'close' } })).json()) as { keys: Record<string, unknown>[] }
+	const rsa = jwks.keys.filter((key) => key.kty === 'RSA')
+	expect(rsa).toHaveLength(1)
+	return rsa[0]
 }
 
 const permissions = (path: string) => (statSync(path).mode & 0o777).toString(8)
 
 describe('in development', () => {
-	test('a restart on the same DATA_DIR keeps sessions and TOTP factors: the keys made at the first start are kept there, 0600', async () => {
+	test('a restart on the same DATA_DIR keeps sessions, TOTP factors and the ID tokens\' key: the keys made at the first start are kept there, 0600', async () => {
 		const dataDir = join(folder, 'restart', 'data')
 		const keys = join(dataDir, 'keys')
 		const database = TEST_DATABASE_URL ? await createEmptyTestDatabase(TEST_DATABASE_URL) : undefined
@@ -82,6 +92,7 @@ describe('in development', () => {
 			await awayFromStepBoundary()
 			const activated = await call(first, 'POST', `/api/users/me/factors/${created.body.data.factor.id}/activation`, { code: totpCode(created.body.data.secret) }, token)
 			expect(activated.status).toBe(200)
+			const firstOAuthKey = await publishedOAuthKey(first)
 			await stop(first)
 			const keptByFirst = contents(keys)
 
@@ -91,6 +102,9 @@ describe('in development', () => {
 				if (database) await until(() => (second.output().match(/"msg":"listening on/g) ?? []).length === 2)
 				const reads = await Promise.all(Array.from({ length: database ? 10 : 1 }, () => call(second, 'GET', '/api/users/me', undefined, token)))
 				for (const read of reads) expect({ status: read.status, email: read.body.data?.email }).toEqual({ status: 200, email })
+				// Every worker publishes the key the first start made.
+				for (const published of await Promise.all(Array.from({ length: database ? 10 : 1 }, () => publishedOAuthKey(second))))
+					expect(published).toEqual(firstOAuthKey)
 
 				const password = await call(second, 'POST', '/api/auth/login', { email, password: PASSWORD })
 				expect(password.body.data.mfaRequired).toBe(true)
@@ -101,13 +115,16 @@ describe('in development', () => {
 				await stop(second)
 			}
 			// Made once, readable by the owner only; DATA_DIR (made by this start) and its keys/ too.
-			expect(readdirSync(keys).sort()).toEqual(['data-encryption-key', 'jwt-secret'])
-			expect([permissions(dataDir), permissions(keys), permissions(join(keys, 'jwt-secret')), permissions(join(keys, 'data-encryption-key'))]).toEqual([
-				'700',
-				'700',
-				'600',
-				'600',
-			])
+			expect(readdirSync(keys).sort()).toEqual(['data-encryption-key', 'jwt-secret', 'oauth-signing-key'])
+			expect([
+				permissions(dataDir),
+				permissions(keys),
+				permissions(join(keys, 'jwt-secret')),
+				permissions(join(keys, 'data-encryption-key')),
+				permissions(join(keys, 'oauth-signing-key')),
+			]).toEqual(['700', '700', '600', '600', '600'])
+			expect(keptByFirst.oauth).toStartWith('-----BEGIN PRIVATE KEY-----\n')
+			expect(firstOAuthKey).toMatchObject({ kty: 'RSA', alg: 'RS256', use: 'sig', kid: expect.any(String) })
 			const kept = contents(keys)
 			expect(kept).toEqual(keptByFirst)
 			const firstLog = first.output()
@@ -115,13 +132,22 @@ describe('in development', () => {
 			expect(firstLog).toContain(
 				`"msg":"DATA_ENCRYPTION_KEY is not set: generated one and kept it in ${keys}/data-encryption-key (development only; production requires DATA_ENCRYPTION_KEY)"`,
 			)
+			expect(firstLog).toContain(
+				`"msg":"OAUTH_SIGNING_KEY is not set: generated one and kept it in ${keys}/oauth-signing-key (development only; production requires OAUTH_SIGNING_KEY)"`,
+			)
 
 			const secondLog = second.output()
 			expect(secondLog).toContain(`"msg":"JWT_SECRET is not set: read it from ${keys}/jwt-secret"`)
 			expect(secondLog).toContain(`"msg":"DATA_ENCRYPTION_KEY is not set: read it from ${keys}/data-encryption-key"`)
+			expect(secondLog).toContain(`"msg":"OAUTH_SIGNING_KEY is not set: read it from ${keys}/oauth-signing-key"`)
 			expect(secondLog).not.toContain('generated one')
 			// The log names the files, never what is in them.
-			for (const log of [firstLog, secondLog]) for (const secret of Object.values(kept)) expect(log).not.toContain(secret?.trim() ?? '')
+			for (const log of [firstLog, secondLog])
+				for (const secret of Object.values(kept)) {
+					expect(secret).toBeString()
+					// A PEM line by line (64 characters of base64 each), not only as a whole.
+					for (const line of (secret ?? '').trim().split('\n').filter((part) => part.length >= 16 && !part.startsWith('-----'))) expect(log).not.toContain(line)
+				}
 		} finally {
 			await database?.drop()
 		}
@@ -146,23 +172,53 @@ describe('in development', () => {
 			stderr: `latchkey: configuration: DATA_ENCRYPTION_KEY: ${keys}/data-encryption-key is damaged (expected 32 bytes in base64); restore it, or set DATA_ENCRYPTION_KEY, or delete the file to make a new one (what the old one signed or sealed is then lost)\n`,
 		})
 		expect(wrongSize.stdout.toString()).not.toContain(Buffer.alloc(31, 1).toString('base64'))
+
+		// The RSA key: a key of another kind, or one too short, is as damaged as text that is no key.
+		writeFileSync(join(keys, 'data-encryption-key'), `${DATA_KEY}\n`)
+		const damagedKey = `oauth-signing-key is damaged (expected an RSA private key of at least 2048 bits in PEM); restore it, or set OAUTH_SIGNING_KEY, or delete the file to make a new one (what the old one signed or sealed is then lost)\n`
+		const shortKey = generateKeyPairSync('rsa', { modulusLength: 1024 }).privateKey.export({ type: 'pkcs8', format: 'pem' }).toString()
+		const ec = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ type: 'pkcs8', format: 'pem' }).toString()
+		for (const content of ['not a key', shortKey, ec]) {
+			writeFileSync(join(keys, 'oauth-signing-key'), content, { mode: 0o600 })
+			const refused = run({ DATA_DIR: dataDir })
+			expect({ code: refused.exitCode, stderr: refused.stderr.toString() }).toEqual({
+				code: 1,
+				stderr: `latchkey: configuration: OAUTH_SIGNING_KEY: ${keys}/${damagedKey}`,
+			})
+			expect(refused.stdout.toString()).not.toContain('PRIVATE KEY')
+		}
 	})
 
 	test('the environment wins over the files: a set key is used as it is, and no file is made for it', () => {
 		const dataDir = join(folder, 'environment')
 		const log = createLogger('silent')
-		const both = keepDevelopmentSecrets(loadConfig({ DATA_DIR: dataDir, JWT_SECRET, DATA_ENCRYPTION_KEY: DATA_KEY }), log)
-		expect({ secret: both.jwt.secret, dataKey: both.dataKeys.current, made: existsSync(dataDir) }).toEqual({ secret: JWT_SECRET, dataKey: DATA_KEY, made: false })
+		const all = { JWT_SECRET, DATA_ENCRYPTION_KEY: DATA_KEY, OAUTH_SIGNING_KEY: TEST_OAUTH_SIGNING_KEY }
+		const both = keepDevelopmentSecrets(loadConfig({ DATA_DIR: dataDir, ...all }), log)
+		expect({ secret: both.jwt.secret, dataKey: both.dataKeys.current, oauthKey: both.oauth.signingKey.pem, made: existsSync(dataDir) }).toEqual({
+			secret: JWT_SECRET,
+			dataKey: DATA_KEY,
+			oauthKey: TEST_OAUTH_SIGNING_KEY.trim(),
+			made: false,
+		})
+		// A key file named in the environment is the environment's too: nothing is made for it.
+		const fromFile = keepDevelopmentSecrets(loadConfig({ DATA_DIR: dataDir, JWT_SECRET, DATA_ENCRYPTION_KEY: DATA_KEY, OAUTH_SIGNING_KEY_FILE: '/etc/latchkey/oauth.pem' }), log)
+		expect({ signingKey: fromFile.oauth.signingKey, made: existsSync(dataDir) }).toEqual({ signingKey: { pem: undefined, file: '/etc/latchkey/oauth.pem' }, made: false })
 
-		const one = keepDevelopmentSecrets(loadConfig({ DATA_DIR: dataDir, JWT_SECRET }), log)
+		const one = keepDevelopmentSecrets(loadConfig({ DATA_DIR: dataDir, JWT_SECRET, OAUTH_SIGNING_KEY: TEST_OAUTH_SIGNING_KEY }), log)
 		expect(one.jwt.secret).toBe(JWT_SECRET)
 		expect(readdirSync(join(dataDir, 'keys'))).toEqual(['data-encryption-key'])
 		expect(one.dataKeys.current).toBe(readFileSync(join(dataDir, 'keys', 'data-encryption-key'), 'utf8').trim())
 
 		// With EdDSA/ES256 there is no HS256 secret to keep.
-		const eddsa = keepDevelopmentSecrets(loadConfig({ DATA_DIR: dataDir, JWT_ALGORITHM: 'EdDSA', JWT_PRIVATE_KEY_FILE: '/nowhere' }), log)
+		const eddsa = keepDevelopmentSecrets(loadConfig({ DATA_DIR: dataDir, JWT_ALGORITHM: 'EdDSA', JWT_PRIVATE_KEY_FILE: '/nowhere', OAUTH_SIGNING_KEY: TEST_OAUTH_SIGNING_KEY }), log)
 		expect(eddsa.jwt.secret).toBeUndefined()
 		expect(readdirSync(join(dataDir, 'keys'))).toEqual(['data-encryption-key'])
+
+		// The RSA key is kept like the others, and read back as it was written.
+		const rsa = keepDevelopmentSecrets(loadConfig({ DATA_DIR: dataDir, JWT_SECRET }), log)
+		expect(readdirSync(join(dataDir, 'keys')).sort()).toEqual(['data-encryption-key', 'oauth-signing-key'])
+		expect(rsa.oauth.signingKey).toEqual({ pem: readFileSync(join(dataDir, 'keys', 'oauth-signing-key'), 'utf8').trim(), file: undefined })
+		expect(keepDevelopmentSecrets(loadConfig({ DATA_DIR: dataDir, JWT_SECRET }), log).oauth.signingKey.pem).toBe(rsa.oauth.signingKey.pem)
 
 		// memory:// keeps nothing, as the database it names: each process makes its own (and says so).
 		const memory = loadConfig({ DATA_DIR: 'memory://' })
@@ -176,7 +232,10 @@ describe('in development', () => {
 		writeFileSync(join(keys, 'jwt-secret'), `${'s'.repeat(64)}\n`)
 		chmodSync(join(keys, 'jwt-secret'), 0o644)
 		const lines: string[] = []
-		const config = keepDevelopmentSecrets(loadConfig({ DATA_DIR: dataDir, DATA_ENCRYPTION_KEY: DATA_KEY }), createLogger('debug', { write: (line: string) => void lines.push(line) }))
+		const config = keepDevelopmentSecrets(
+			loadConfig({ DATA_DIR: dataDir, DATA_ENCRYPTION_KEY: DATA_KEY, OAUTH_SIGNING_KEY: TEST_OAUTH_SIGNING_KEY }),
+			createLogger('debug', { write: (line: string) => void lines.push(line) }),
+		)
 		expect(config.jwt.secret).toBe('s'.repeat(64))
 		const logged = lines.map((line) => {
 			const { time: _time, ...rest } = JSON.parse(line)
@@ -215,29 +274,58 @@ describe('in development', () => {
 			}).toEqual({ folder: i, creators: 1, digests: [new Bun.CryptoHasher('sha256').update(file).digest('hex')], left: ['jwt-secret'] })
 		}
 	})
+
+	test('the RSA key too: contenders that each take a tenth of a second to make one still end with one key per folder', async () => {
+		const root = join(folder, 'race-oauth')
+		const folders = 6
+		const startAt = String(Date.now() + 1500)
+		const contenders = Array.from({ length: 3 }, () =>
+			Bun.spawn(['bun', RACER, root, String(folders), startAt, 'oauth'], { env: { PATH: process.env.PATH ?? '' }, stdout: 'pipe', stderr: 'pipe' }),
+		)
+		const outputs = await Promise.all(contenders.map(async (child) => ({ code: await child.exited, out: await new Response(child.stdout).text(), err: await new Response(child.stderr).text() })))
+		for (const output of outputs) expect({ code: output.code, err: output.err }).toEqual({ code: 0, err: '' })
+		const results = outputs.map((output) => output.out.trim().split('\n').map((line) => JSON.parse(line) as { folder: number; digest: string; created: boolean }))
+		for (let i = 0; i < folders; i++) {
+			const seen = results.map((lines) => lines[i])
+			const file = readFileSync(join(root, String(i), 'oauth-signing-key'), 'utf8').trim()
+			expect(file).toStartWith('-----BEGIN PRIVATE KEY-----')
+			expect({
+				folder: i,
+				creators: seen.filter((line) => line?.created).length,
+				digests: [...new Set(seen.map((line) => line?.digest))],
+				left: readdirSync(join(root, String(i))),
+			}).toEqual({ folder: i, creators: 1, digests: [new Bun.CryptoHasher('sha256').update(file).digest('hex')], left: ['oauth-signing-key'] })
+		}
+	})
 })
 
 describe('in production', () => {
-	test('JWT_SECRET and DATA_ENCRYPTION_KEY come from the environment only: without them it exits 1 naming them, even beside key files', () => {
+	test('JWT_SECRET, DATA_ENCRYPTION_KEY and OAUTH_SIGNING_KEY come from the environment only: without them it exits 1 naming them, even beside key files', () => {
 		const dataDir = join(folder, 'production')
 		const keys = join(dataDir, 'keys')
 		mkdirSync(keys, { recursive: true, mode: 0o700 })
 		writeFileSync(join(keys, 'jwt-secret'), `${'p'.repeat(64)}\n`, { mode: 0o600 })
 		writeFileSync(join(keys, 'data-encryption-key'), `${DATA_KEY}\n`, { mode: 0o600 })
-		const refused = run({ NODE_ENV: 'production', DATA_DIR: dataDir })
+		writeFileSync(join(keys, 'oauth-signing-key'), TEST_OAUTH_SIGNING_KEY, { mode: 0o600 })
+		const refused = run({ NODE_ENV: 'production', DATA_DIR: dataDir, PUBLIC_URL: 'https://auth.example.test' })
 		expect({ code: refused.exitCode, stderr: refused.stderr.toString().trim().split('\n') }).toEqual({
 			code: 1,
 			stderr: [
 				'latchkey: configuration: JWT_SECRET: required when NODE_ENV=production (at least 32 bytes)',
 				'latchkey: configuration: DATA_ENCRYPTION_KEY: required when NODE_ENV=production (32 random bytes, base64: openssl rand -base64 32)',
+				'latchkey: configuration: OAUTH_SIGNING_KEY: required (or OAUTH_SIGNING_KEY_FILE) when NODE_ENV=production (an RSA private key of at least 2048 bits, PEM: openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048)',
 			],
 		})
 	})
 
-	test('with both set it starts and writes no key file', async () => {
+	test('with all set it starts, publishes the RSA key it was given, and writes no key file', async () => {
 		const dataDir = join(folder, 'production-set')
-		const service = await start({ NODE_ENV: 'production', DATA_DIR: dataDir, JWT_SECRET, DATA_ENCRYPTION_KEY: DATA_KEY })
+		const keyFile = join(folder, 'oauth-signing-key.pem')
+		writeFileSync(keyFile, TEST_OAUTH_SIGNING_KEY, { mode: 0o600 })
+		const service = await start({ NODE_ENV: 'production', DATA_DIR: dataDir, JWT_SECRET, DATA_ENCRYPTION_KEY: DATA_KEY, OAUTH_SIGNING_KEY_FILE: keyFile, PUBLIC_URL: 'https://auth.example.test' })
 		expect((await fetch(`${service.base}/api/health`)).status).toBe(200)
+		const expected = createPublicKey(TEST_OAUTH_SIGNING_KEY).export({ format: 'jwk' })
+		expect(await publishedOAuthKey(service)).toMatchObject({ kty: 'RSA', n: expected.n, e: expected.e, alg: 'RS256', use: 'sig' })
 		await stop(service)
 		expect(existsSync(join(dataDir, 'keys'))).toBe(false)
 		expect(service.output()).not.toContain('is not set')

@@ -129,8 +129,10 @@ const OWN_BODIES: Record<string, (caller: Account) => Record<string, unknown> | 
 		const email = uniqueEmail('behaviour-oidc')
 		provider.signInAs = { sub: `sub-${email}`, email, email_verified: true }
 		const landed = await new FlowBrowser(t.app).follow(
-			`/api/auth/providers/test/authorization?${new URLSearchParams({ redirectTo: 'http://localhost:5173/auth/callback', codeChallenge: challenge, codeChallengeMethod: 'S256' })}`,
+			`/api/auth/providers/test/authorization?${new URLSearchParams({ redirectTo: 'http://localhost/sign-in', codeChallenge: challenge, codeChallengeMethod: 'S256' })}`,
 			provider.issuer,
+			// Without APP_URL, Latchkey's own sign-in page takes the code (no page is served here yet).
+			(url) => url.pathname === '/sign-in',
 		)
 		return { code: landed.searchParams.get('code') ?? 'no code', codeVerifier: verifier }
 	},
@@ -143,7 +145,7 @@ const OWN_BODIES: Record<string, (caller: Account) => Record<string, unknown> | 
 		if (caller.accessToken) await addPasskey(caller)
 		return { method: 'webauthn' }
 	},
-	linkProvider: () => ({ provider: 'test', redirectTo: 'http://localhost:5173/auth/callback', codeChallenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM' }),
+	linkProvider: () => ({ provider: 'test', redirectTo: 'http://localhost/sign-in', codeChallenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM' }),
 	// No body: the caller needs an active factor first.
 	regenerateRecoveryCodes: async (caller) => {
 		if (caller.accessToken) await enrollTotp(t, caller)
@@ -151,7 +153,7 @@ const OWN_BODIES: Record<string, (caller: Account) => Record<string, unknown> | 
 	},
 }
 
-/** A fresh account with an active passkey on a software authenticator (the app's default RP: localhost, APP_URL's origin). */
+/** A fresh account with an active passkey on a software authenticator (the app's default RP without APP_URL: PUBLIC_URL's host and origin). */
 async function passkeyAccount() {
 	const account = await signUp(t)
 	return { account, authenticator: await addPasskey(account) }
@@ -159,7 +161,7 @@ async function passkeyAccount() {
 
 /** An active passkey on a software authenticator for `account`. */
 async function addPasskey(account: Account) {
-	const authenticator = new SoftAuthenticator('http://localhost:5173', 'localhost')
+	const authenticator = new SoftAuthenticator('http://localhost', 'localhost')
 	const { factor, options } = (await t.call('POST', '/api/users/me/factors', { json: { type: 'webauthn' }, token: account.accessToken })).body.data
 	const activated = await t.call('POST', `/api/users/me/factors/${factor.id}/activation`, { json: { response: authenticator.register(options) }, token: account.accessToken })
 	expect(activated.status).toBe(200)
@@ -170,7 +172,7 @@ async function addPasskey(account: Account) {
 const OWN_QUERIES: Record<string, string> = {
 	// A state no flow has: the flow is looked up (503 while the database is down), then invalid-state.
 	providerCallback: '?code=a-code&state=a-state-of-no-flow',
-	startProviderSignIn: `?${new URLSearchParams({ redirectTo: 'http://localhost:5173/auth/callback', codeChallenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM', codeChallengeMethod: 'S256' })}`,
+	startProviderSignIn: `?${new URLSearchParams({ redirectTo: 'http://localhost/sign-in', codeChallenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM', codeChallengeMethod: 'S256' })}`,
 }
 const validQuery = ({ operation }: Operation) => OWN_QUERIES[operation.operationId] ?? (operation['x-query'] ? '?limit=1' : '')
 

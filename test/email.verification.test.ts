@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { problem, startTestApp, type TestApp } from './support/app'
 import { login, PASSWORD, signUp, signUpAdmin, uniqueEmail } from './support/fixtures'
+import { enrollTotp } from './support/factors'
 import { loggedMail, proofOf, SmtpSink, SUBJECT, startAppWithSmtp } from './support/mail'
 
 setDefaultTimeout(60_000)
@@ -135,6 +136,28 @@ describe('EMAIL_VERIFICATION=off', () => {
 			expect(sink.to(email)).toHaveLength(0)
 		} finally {
 			await off.close()
+		}
+	})
+})
+
+describe('without APP_URL (the default)', () => {
+	test("the links in mails open Latchkey's own pages at PUBLIC_URL: email verification, password reset, and a notice's recovery page", async () => {
+		const PAGES = 'https://auth.example.test'
+		const pages = await startTestApp({ PUBLIC_URL: PAGES, MAIL_RESEND_SECONDS: '0' })
+		try {
+			const email = uniqueEmail('pages')
+			expect((await signUpRaw(email, pages)).status).toBe(201)
+			const { link, token } = proofOf(await loggedMail(pages, email, 10_000, 'verification'))
+			expect(link).toStartWith(`${PAGES}/email-verification#token=`)
+			expect((await verify({ token }, pages)).status).toBe(200)
+
+			expect((await pages.call('POST', '/api/auth/recovery-requests', { json: { email } })).status).toBe(202)
+			expect(proofOf(await loggedMail(pages, email, 10_000, 'recovery')).link).toStartWith(`${PAGES}/password-reset#token=`)
+
+			await enrollTotp(pages, await login(pages, email))
+			expect((await loggedMail(pages, email, 10_000, 'way-in-notice')).text.split('\n')).toContain(`${PAGES}/recovery`)
+		} finally {
+			await pages.close()
 		}
 	})
 })

@@ -10,6 +10,7 @@ import { binaryFolder, bareEnv, client, requestFrom, startBinary, type BinaryFol
 import { createEmptyTestDatabase, TEST_DATABASE_URL } from './support/database'
 import { awayFromStepBoundary, totpCode } from './support/factors'
 import { PASSWORD, uniqueEmail } from './support/fixtures'
+import { TEST_OAUTH_SIGNING_KEY } from './support/oauth-key'
 
 setDefaultTimeout(90_000)
 
@@ -28,6 +29,8 @@ beforeAll(async () => {
 		...(database ? { DATABASE_URL: database.url } : { DATA_DIR: `${at.folder}/data` }),
 		JWT_SECRET: Buffer.from(crypto.getRandomValues(new Uint8Array(48))).toString('base64'),
 		DATA_ENCRYPTION_KEY: DataKeys.generate(),
+		OAUTH_SIGNING_KEY: TEST_OAUTH_SIGNING_KEY,
+		PUBLIC_URL: 'https://auth.example.test',
 		PASSWORD_HASH_MEMORY_KIB: '1024',
 		PASSWORD_HASH_TIME_COST: '1',
 		AUTH_RATE_LIMIT_MAX: '1000',

@@ -237,7 +237,7 @@ describe('internal errors', () => {
 	test('a 500 says only that an internal error happened, and logs the detail', async () => {
 		const logs: string[] = []
 		const log = createLogger('debug', { write: (line: string) => void logs.push(line) })
-		const app = createApp({ config: t.config, database: t.database.handle, keys: t.keys, log }).get('/api/test-explode', () => {
+		const app = createApp({ config: t.config, database: t.database.handle, keys: t.keys, oauthKey: t.oauthKey, log }).get('/api/test-explode', () => {
 			throw new Error('select password_hash from users where email = $1 -- $argon2id$v=19$secret')
 		})
 		const res = await call(app, 'GET', '/api/test-explode', { headers: { 'x-request-id': 'boom-1' } })

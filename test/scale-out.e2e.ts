@@ -19,6 +19,7 @@ import { bundledMigrations } from '../src/db/migrate'
 import { PROBLEM_TYPE_BASE } from '../src/http/problem-catalogue'
 import { binaryFolder, jsonPost, startBinary, type BinaryFolder, type RunningBinary } from './support/binary'
 import { createEmptyTestDatabase, TEST_DATABASE_URL } from './support/database'
+import { TEST_OAUTH_SIGNING_KEY } from './support/oauth-key'
 import type { UserResource } from '../src/modules/users/model'
 
 // Each file sets its own default: bun applies setDefaultTimeout to the file that calls it.
@@ -105,6 +106,8 @@ if (TEST_DATABASE_URL && TEST_REDIS_URL) {
 				// The same key on every instance, as an operator must set it.
 				JWT_SECRET: Buffer.from(crypto.getRandomValues(new Uint8Array(48))).toString('base64'),
 				DATA_ENCRYPTION_KEY: Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString('base64'),
+				OAUTH_SIGNING_KEY: TEST_OAUTH_SIGNING_KEY,
+				PUBLIC_URL: 'https://auth.example.test',
 				TRUST_PROXY: '127.0.0.1',
 				PASSWORD_HASH_MEMORY_KIB: '1024',
 				PASSWORD_HASH_TIME_COST: '1',

@@ -1,5 +1,7 @@
 import { Type as T, type Static, type TSchema } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
+import { accessSync, constants, statSync } from 'node:fs'
+import { RSA_KEY_COMMAND } from './rsa-key'
 import { parseTrustedProxies } from './trust-proxy'
 
 /**
@@ -108,11 +110,14 @@ export const EnvSchema = T.Object({
 	),
 	SHUTDOWN_TIMEOUT_SECONDS: positive(10, 'how long in-flight requests may run after SIGTERM'),
 	APP_URL: T.Optional(
-		T.String({ pattern: '^https?://[^\\s]+$', description: "the frontend's public URL, for links in mail (default http://localhost:5173 except in production)" }),
+		T.String({
+			pattern: '^https?://[^\\s]+$',
+			description: "the app's own frontend, if it has one: mail links, the passkeys' RP ID and REDIRECT_URLS then point at it; unset, they point at Latchkey's pages at PUBLIC_URL",
+		}),
 	),
 	APP_NAME: T.String({ minLength: 1, maxLength: 100, default: 'Latchkey', description: 'the name in mails' }),
-	EMAIL_VERIFY_URL: T.Optional(T.String({ pattern: '^https?://[^\\s#]+$', description: 'the page that takes a verification token (default {APP_URL}/verify-email)' })),
-	PASSWORD_RESET_URL: T.Optional(T.String({ pattern: '^https?://[^\\s#]+$', description: 'the page that takes a recovery token (default {APP_URL}/reset-password)' })),
+	EMAIL_VERIFY_URL: T.Optional(T.String({ pattern: '^https?://[^\\s#]+$', description: 'the page that takes a verification token (default {APP_URL}/verify-email with APP_URL, else {PUBLIC_URL}/email-verification)' })),
+	PASSWORD_RESET_URL: T.Optional(T.String({ pattern: '^https?://[^\\s#]+$', description: 'the page that takes a recovery token (default {APP_URL}/reset-password with APP_URL, else {PUBLIC_URL}/password-reset)' })),
 	SMTP_URL: T.Optional(
 		T.String({
 			pattern: '^smtps?://',
@@ -120,7 +125,7 @@ export const EnvSchema = T.Object({
 				'`smtp://user:pass@host:587` (STARTTLS, required when credentials are given) or `smtps://…:465` (implicit TLS); unset: mail goes to the log in development and the mail routes answer 503 in production',
 		}),
 	),
-	MAIL_FROM: T.Optional(T.String({ minLength: 3, description: 'the sender, `Name <address>` or an address (default `APP_NAME <no-reply@host of APP_URL>`)' })),
+	MAIL_FROM: T.Optional(T.String({ minLength: 3, description: 'the sender, `Name <address>` or an address (default `APP_NAME <no-reply@host of APP_URL>`, else of PUBLIC_URL)' })),
 	MAIL_TEMPLATES_DIR: T.Optional(T.String({ minLength: 1, description: 'folder of mustache templates that replace the built-in ones (`<kind>.subject`, `.text`, `.html`)' })),
 	EMAIL_VERIFICATION: T.Union([T.Literal('off'), T.Literal('optional'), T.Literal('required')], {
 		default: 'optional',
@@ -133,7 +138,7 @@ export const EnvSchema = T.Object({
 		default: true,
 		description: 'sign-in with a 6-digit code mailed to the account (POST /auth/sign-in-codes, then /auth/email-code); `false`: both routes are unknown (404)',
 	}),
-	RECOVERY_URL: T.Optional(T.String({ pattern: '^https?://[^\\s#]+$', description: 'the page that mail notices of a way in added or removed link to (default {APP_URL}/recovery)' })),
+	RECOVERY_URL: T.Optional(T.String({ pattern: '^https?://[^\\s#]+$', description: 'the page that mail notices of a way in added or removed link to (default {APP_URL}/recovery with APP_URL, else {PUBLIC_URL}/recovery)' })),
 	RECOVERY_REVIEW_SECONDS: zeroOrMore(
 		604_800,
 		'passkeys and linked identities added within this before a recovery, from a session without a second factor, are removed by it (`0`: none)',
@@ -151,17 +156,39 @@ export const EnvSchema = T.Object({
 		default: 'off',
 		description: 'who must have a second factor: `off`, `admins`, `all`; without one, a login gets an enrolment-only session',
 	}),
-	WEBAUTHN_RP_ID: T.Optional(T.String({ pattern: '^[a-z0-9.-]+$', description: 'the passkeys\' relying-party ID, a domain (default: the host of APP_URL)' })),
+	WEBAUTHN_RP_ID: T.Optional(T.String({ pattern: '^[a-z0-9.-]+$', description: 'the passkeys\' relying-party ID, a domain (default: the host of APP_URL, else of PUBLIC_URL)' })),
 	WEBAUTHN_RP_NAME: T.Optional(T.String({ minLength: 1, maxLength: 100, description: 'the name authenticators show (default APP_NAME)' })),
-	WEBAUTHN_ORIGINS: T.Optional(T.String({ description: 'comma-separated origins allowed to use passkeys (default: the origin of APP_URL)' })),
+	WEBAUTHN_ORIGINS: T.Optional(T.String({ description: 'comma-separated origins allowed to use passkeys (default: the origins of APP_URL and PUBLIC_URL)' })),
 	OIDC_PROVIDERS: T.Optional(
 		T.String({
 			pattern: '^[a-z][a-z0-9-]{0,31}(,[a-z][a-z0-9-]{0,31})*$',
 			description: 'comma-separated names of OpenID Connect providers (`google,acme`), each configured by OIDC_<NAME>_ISSUER, _CLIENT_ID, _CLIENT_SECRET, optional _SCOPES and _LABEL',
 		}),
 	),
-	PUBLIC_URL: T.Optional(T.String({ pattern: '^https?://[^\\s/]+$', description: "this service's public origin, for provider callbacks (required in production with OIDC_PROVIDERS; in development, the request's)" })),
-	REDIRECT_URLS: T.Optional(T.String({ description: 'comma-separated frontend URLs a provider sign-in may return to; an entry ending in `/*` admits the paths under it (default {APP_URL}/*)' })),
+	PUBLIC_URL: T.Optional(
+		T.String({
+			pattern: '^https?://[^\\s/]+$',
+			description: "this service's public origin: the provider's issuer, provider callbacks, links to its pages (default http://localhost:{PORT} outside production; required in production)",
+		}),
+	),
+	REDIRECT_URLS: T.Optional(
+		T.String({
+			description: "comma-separated frontend URLs a provider sign-in may return to; an entry ending in `/*` admits the paths under it (default {APP_URL}/* with APP_URL, else Latchkey's pages: {PUBLIC_URL}/*)",
+		}),
+	),
+	OAUTH_SIGNING_KEY: T.Optional(
+		T.String({
+			description:
+				'RSA private key in PEM (PKCS#8 or PKCS#1), at least 2048 bits: signs ID tokens (RS256) and the provider\'s access tokens, published in the JWKS; required in production; in development generated once and kept in DATA_DIR (`keys/oauth-signing-key`)',
+		}),
+	),
+	OAUTH_SIGNING_KEY_FILE: T.Optional(T.String({ minLength: 1, description: 'path of a file holding that PEM key (instead of OAUTH_SIGNING_KEY)' })),
+	OAUTH_DYNAMIC_REGISTRATION: T.Boolean({ default: false, description: 'RFC 7591 dynamic client registration, open to anyone' }),
+	BRAND_LOGO_URL: T.Optional(T.String({ description: 'the logo the pages show: an https:// URL (http:// on loopback only)' })),
+	BRAND_COLOR: T.Optional(T.String({ pattern: '^#([0-9a-fA-F]{3}|[0-9a-fA-F]{6})$', description: 'the pages\' accent colour, a CSS hex colour (#rgb or #rrggbb)' })),
+	PAGES_DIR: T.Optional(
+		T.String({ minLength: 1, description: 'folder of templates, styles and language catalogues replacing the built-in ones of the pages; must exist and be readable at start' }),
+	),
 	WEBHOOK_ALLOW_PRIVATE_NETWORKS: T.Boolean({ default: false, description: 'let webhooks reach private addresses (tests, internal receivers)' }),
 	WEBHOOK_TIMEOUT_SECONDS: positive(15, 'how long a webhook receiver has to answer 2xx'),
 	WEBHOOK_RETRY_SCHEDULE: T.String({
@@ -185,7 +212,7 @@ export class ConfigError extends Error {
 	}
 }
 
-const SECRET_NAMES = new Set(['METRICS_TOKEN', 'JWT_SECRET', 'JWT_PRIVATE_KEY', 'JWT_PREVIOUS_PUBLIC_KEYS', 'JWT_PREVIOUS_SECRET', 'LATCHKEY_ADMIN_PASSWORD', 'DATABASE_URL', 'REDIS_URL', 'SMTP_URL', 'DATA_ENCRYPTION_KEY', 'DATA_ENCRYPTION_PREVIOUS_KEYS'])
+const SECRET_NAMES = new Set(['METRICS_TOKEN', 'JWT_SECRET', 'JWT_PRIVATE_KEY', 'JWT_PREVIOUS_PUBLIC_KEYS', 'JWT_PREVIOUS_SECRET', 'LATCHKEY_ADMIN_PASSWORD', 'DATABASE_URL', 'REDIS_URL', 'SMTP_URL', 'DATA_ENCRYPTION_KEY', 'DATA_ENCRYPTION_PREVIOUS_KEYS', 'OAUTH_SIGNING_KEY'])
 
 /** What a schema expects, in words, for the start-up error line. */
 function expectation(schema: TSchema): string {
@@ -265,8 +292,6 @@ function oidcProviders(env: Env, source: Record<string, string | undefined>): { 
 		if (issuer && clientId && clientSecret)
 			providers.push({ id, label: read('LABEL') ?? id.charAt(0).toUpperCase() + id.slice(1), issuer, clientId, clientSecret, scopes })
 	}
-	if (production && providers.length > 0 && env.PUBLIC_URL === undefined)
-		problems.push('PUBLIC_URL: required when NODE_ENV=production and OIDC_PROVIDERS is set (providers call back to it)')
 	for (const entry of list(env.REDIRECT_URLS))
 		if (!URL.canParse(entry.replace(/\/\*$/, '/')) || !/^https?:/.test(entry)) problems.push(`REDIRECT_URLS: expected absolute http(s) URLs (got ${JSON.stringify(entry)})`)
 	return { providers, problems }
@@ -318,15 +343,46 @@ function crossCheck(env: Env): string[] {
 		problems.push('LATCHKEY_ADMIN_PASSWORD: LATCHKEY_ADMIN_EMAIL and LATCHKEY_ADMIN_PASSWORD go together')
 	if (production && env.EMAIL_VERIFICATION === 'required' && env.SMTP_URL === undefined)
 		problems.push('SMTP_URL: required when NODE_ENV=production and EMAIL_VERIFICATION=required (no one could verify an address)')
-	if (production && env.APP_URL === undefined && env.SMTP_URL !== undefined)
-		problems.push('APP_URL: required when NODE_ENV=production and SMTP_URL is set (links in mail point at the frontend)')
 	if (production && env.DATA_ENCRYPTION_KEY === undefined)
 		problems.push('DATA_ENCRYPTION_KEY: required when NODE_ENV=production (32 random bytes, base64: openssl rand -base64 32)')
 	for (const name of ['DATA_ENCRYPTION_KEY', 'DATA_ENCRYPTION_PREVIOUS_KEYS'] as const)
 		if (list(env[name]).some((key) => !isDataKey(key))) problems.push(`${name}: expected 32 bytes in base64 (openssl rand -base64 32)`)
 	for (const origin of list(env.WEBAUTHN_ORIGINS))
 		if (!/^https?:\/\/[^/\s]+$/.test(origin)) problems.push(`WEBAUTHN_ORIGINS: expected origins such as https://app.example.com (got ${JSON.stringify(origin)})`)
+	if (env.OAUTH_SIGNING_KEY !== undefined && env.OAUTH_SIGNING_KEY_FILE !== undefined)
+		problems.push('OAUTH_SIGNING_KEY: set OAUTH_SIGNING_KEY or OAUTH_SIGNING_KEY_FILE, not both')
+	else if (production && env.OAUTH_SIGNING_KEY === undefined && env.OAUTH_SIGNING_KEY_FILE === undefined)
+		problems.push(`OAUTH_SIGNING_KEY: required (or OAUTH_SIGNING_KEY_FILE) when NODE_ENV=production (an RSA private key of at least 2048 bits, PEM: ${RSA_KEY_COMMAND})`)
+	if (production && env.PUBLIC_URL === undefined)
+		problems.push("PUBLIC_URL: required when NODE_ENV=production (the provider's issuer, provider callbacks and links to its pages)")
+	if (env.BRAND_LOGO_URL !== undefined && !isLogoUrl(env.BRAND_LOGO_URL))
+		problems.push(`BRAND_LOGO_URL: expected an https:// URL (http:// only on loopback) (got ${JSON.stringify(env.BRAND_LOGO_URL)})`)
+	if (env.PAGES_DIR !== undefined) {
+		const problem = folderProblem(env.PAGES_DIR)
+		if (problem) problems.push(`PAGES_DIR: ${problem}`)
+	}
 	return problems
+}
+
+/** A logo the pages may load from anywhere over https; over plain http only from this machine (development). */
+function isLogoUrl(value: string): boolean {
+	if (!URL.canParse(value)) return false
+	const url = new URL(value)
+	if (url.username || url.password) return false
+	if (url.protocol === 'https:') return true
+	return url.protocol === 'http:' && (url.hostname === 'localhost' || url.hostname === '[::1]' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(url.hostname))
+}
+
+/** Why a folder the service reads from at start cannot be used, or undefined when it can. */
+function folderProblem(path: string): string | undefined {
+	try {
+		if (!statSync(path).isDirectory()) return `${path} is not a folder`
+		accessSync(path, constants.R_OK | constants.X_OK)
+		return undefined
+	} catch (error) {
+		const code = (error as NodeJS.ErrnoException).code
+		return code === 'ENOENT' ? `no folder at ${path}` : `cannot read ${path} (${code ?? 'unknown error'})`
+	}
 }
 
 /** 32 bytes in standard or URL-safe base64. */
@@ -338,11 +394,26 @@ const list = (value: string | undefined) =>
 		.map((item) => item.trim())
 		.filter(Boolean)
 
+/**
+ * This service's public origin (the config refuses production without one) and the app's own frontend, if it
+ * has one: with APP_URL, mail links, passkeys and provider sign-ins point at the frontend; without it, at
+ * Latchkey's own pages under PUBLIC_URL.
+ */
+function siteUrls(env: Env) {
+	return {
+		publicUrl: env.PUBLIC_URL ?? `http://localhost:${env.PORT}`,
+		appUrl: env.APP_URL?.replace(/\/+$/, ''),
+	}
+}
+
 function toConfig(env: Env, providers: OidcProviderSettings[] = []) {
 	const production = env.NODE_ENV === 'production'
 	const workers = env.WORKERS === 'auto' ? navigator.hardwareConcurrency : env.WORKERS
 	const origins = env.CORS_ORIGINS === undefined ? (production ? [] : ['*']) : list(env.CORS_ORIGINS)
+	const { publicUrl, appUrl } = siteUrls(env)
 	return {
+		/** This service's public origin: the provider's issuer, and where its pages are. */
+		publicUrl,
 		env: env.NODE_ENV,
 		production,
 		/** Where the embedded database lives and, in development, the secrets the environment leaves unset (keys/). */
@@ -402,12 +473,23 @@ function toConfig(env: Env, providers: OidcProviderSettings[] = []) {
 		reauthenticationSeconds: env.REAUTHENTICATION_SECONDS,
 		oidc: {
 			providers,
-			publicUrl: env.PUBLIC_URL,
-			redirectUrls: env.REDIRECT_URLS === undefined ? [`${mailConfig(env, production).appUrl}/*`] : list(env.REDIRECT_URLS),
-			/** Where an error goes when a callback names no flow (its state is unknown): the frontend. */
-			fallbackUrl: mailConfig(env, production).appUrl,
+			publicUrl,
+			redirectUrls: env.REDIRECT_URLS === undefined ? [`${appUrl ?? publicUrl}/*`] : list(env.REDIRECT_URLS),
+			/** Where an error goes when a callback names no flow (its state is unknown): the frontend, else the sign-in page. */
+			fallbackUrl: appUrl ?? `${publicUrl}/sign-in`,
 			/** http:// issuers (a provider on this machine, in tests and development) are refused in production. */
 			allowHttpIssuers: !production,
+		},
+		oauth: {
+			dynamicRegistration: env.OAUTH_DYNAMIC_REGISTRATION,
+			/** The PEM itself, or the file holding it (src/crypto/oauth-signing-key.ts reads and checks either); in development, made and kept in DATA_DIR when both are unset. */
+			signingKey: { pem: env.OAUTH_SIGNING_KEY, file: env.OAUTH_SIGNING_KEY_FILE },
+		},
+		pages: {
+			dir: env.PAGES_DIR,
+			brandLogoUrl: env.BRAND_LOGO_URL,
+			brandColor: env.BRAND_COLOR,
+			appName: env.APP_NAME,
 		},
 		jobs: { pollSeconds: env.JOB_POLL_SECONDS, retrySeconds: env.JOB_RETRY_SECONDS },
 		webhooks: {
@@ -427,25 +509,31 @@ function toConfig(env: Env, providers: OidcProviderSettings[] = []) {
 }
 
 function mfaConfig(env: Env) {
-	const appUrl = new URL(env.APP_URL ?? 'http://localhost:5173')
+	const { publicUrl, appUrl } = siteUrls(env)
+	const site = new URL(appUrl ?? publicUrl)
+	// Latchkey's own pages (sign-in with a passkey) run at PUBLIC_URL beside the frontend's; its origin counts
+	// only where the RP ID allows it (a browser refuses an RP ID its origin does not end with).
+	const origins = [...new Set([site.origin, new URL(publicUrl).origin])]
 	return {
 		required: env.MFA_REQUIRED,
-		rpId: env.WEBAUTHN_RP_ID ?? appUrl.hostname,
+		rpId: env.WEBAUTHN_RP_ID ?? site.hostname,
 		rpName: env.WEBAUTHN_RP_NAME ?? env.APP_NAME,
-		origins: env.WEBAUTHN_ORIGINS === undefined ? [appUrl.origin] : list(env.WEBAUTHN_ORIGINS),
+		origins: env.WEBAUTHN_ORIGINS === undefined ? origins : list(env.WEBAUTHN_ORIGINS),
 		issuer: env.APP_NAME,
 	}
 }
 
 function mailConfig(env: Env, production: boolean) {
-	const appUrl = (env.APP_URL ?? (production ? 'http://localhost' : 'http://localhost:5173')).replace(/\/+$/, '')
+	const { publicUrl, appUrl } = siteUrls(env)
+	const page = (onApp: string, onPages: string) => (appUrl === undefined ? `${publicUrl}/${onPages}` : `${appUrl}/${onApp}`)
 	return {
+		/** The frontend, if there is one (APP_URL); the links below point at Latchkey's pages otherwise. */
 		appUrl,
 		appName: env.APP_NAME,
-		verifyUrl: env.EMAIL_VERIFY_URL ?? `${appUrl}/verify-email`,
-		resetUrl: env.PASSWORD_RESET_URL ?? `${appUrl}/reset-password`,
+		verifyUrl: env.EMAIL_VERIFY_URL ?? page('verify-email', 'email-verification'),
+		resetUrl: env.PASSWORD_RESET_URL ?? page('reset-password', 'password-reset'),
 		smtpUrl: env.SMTP_URL,
-		from: env.MAIL_FROM ?? `${JSON.stringify(env.APP_NAME)} <no-reply@${new URL(appUrl).hostname}>`,
+		from: env.MAIL_FROM ?? `${JSON.stringify(env.APP_NAME)} <no-reply@${new URL(appUrl ?? publicUrl).hostname}>`,
 		templatesDir: env.MAIL_TEMPLATES_DIR,
 		verification: env.EMAIL_VERIFICATION,
 		resendSeconds: env.MAIL_RESEND_SECONDS,
@@ -453,7 +541,7 @@ function mailConfig(env: Env, production: boolean) {
 		recoveryTtlSeconds: env.RECOVERY_TTL_SECONDS,
 		/** Sign-in with a code mailed to the account (EMAIL_CODE_SIGN_IN). */
 		codeSignIn: env.EMAIL_CODE_SIGN_IN,
-		recoveryUrl: env.RECOVERY_URL ?? `${appUrl}/recovery`,
+		recoveryUrl: env.RECOVERY_URL ?? page('recovery', 'recovery'),
 		recoveryReviewSeconds: env.RECOVERY_REVIEW_SECONDS,
 		/** Without SMTP in development and tests, each mail goes to the log instead. */
 		toLog: env.SMTP_URL === undefined && !production,

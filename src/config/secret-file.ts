@@ -3,6 +3,7 @@ import { join } from 'node:path'
 import type { Logger } from '../log'
 import type { Config } from './env'
 import { isDataKey } from './env'
+import { generateRsaPem, readRsaPrivateKey } from './rsa-key'
 
 /** The folder inside DATA_DIR that holds secrets made up in development (the snapshot unpacking ignores it). */
 export const KEYS_FOLDER = 'keys'
@@ -124,11 +125,21 @@ export const DATA_ENCRYPTION_KEY_FILE: SecretFileSpec = {
 	expected: '32 bytes in base64',
 }
 
+/** OAUTH_SIGNING_KEY as made in development: an RSA 2048 private key, PKCS#8 PEM. */
+export const OAUTH_SIGNING_KEY_KEPT: SecretFileSpec = {
+	setting: 'OAUTH_SIGNING_KEY',
+	file: 'oauth-signing-key',
+	generate: generateRsaPem,
+	check: (value) => 'key' in readRsaPrivateKey(value),
+	expected: 'an RSA private key of at least 2048 bits in PEM',
+}
+
 /**
  * Development only: the secrets the environment leaves unset, read from DATA_DIR/keys or made there once,
- * so that a restart keeps sessions, TOTP factors and webhook secrets. The environment always wins; production
- * requires both from it (the config refuses to start without them) and never writes them. With
- * DATA_DIR=memory:// nothing is kept: each process makes its own, as the database is its own.
+ * so that a restart keeps sessions, TOTP factors, webhook secrets and the ID tokens' key (OAUTH_SIGNING_KEY).
+ * The environment always wins; production requires each from it (the config refuses to start without them)
+ * and never writes them. With DATA_DIR=memory:// nothing is kept: each process makes its own, as the
+ * database is its own.
  */
 export function keepDevelopmentSecrets(config: Config, log: Logger): Config {
 	if (config.production || config.dataDir.startsWith('memory://')) return config
@@ -149,5 +160,12 @@ export function keepDevelopmentSecrets(config: Config, log: Logger): Config {
 	}
 	const jwtSecret = config.jwt.algorithm === 'HS256' && config.jwt.secret === undefined ? keep(JWT_SECRET_FILE) : config.jwt.secret
 	const dataKey = config.dataKeys.current ?? keep(DATA_ENCRYPTION_KEY_FILE)
-	return { ...config, jwt: { ...config.jwt, secret: jwtSecret }, dataKeys: { ...config.dataKeys, current: dataKey } }
+	const { signingKey } = config.oauth
+	const oauthKey = signingKey.pem === undefined && signingKey.file === undefined ? { pem: keep(OAUTH_SIGNING_KEY_KEPT), file: undefined } : signingKey
+	return {
+		...config,
+		jwt: { ...config.jwt, secret: jwtSecret },
+		dataKeys: { ...config.dataKeys, current: dataKey },
+		oauth: { ...config.oauth, signingKey: oauthKey },
+	}
 }

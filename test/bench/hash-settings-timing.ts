@@ -32,6 +32,7 @@ import os from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import postgres from 'postgres'
+import { TEST_OAUTH_SIGNING_KEY } from '../support/oauth-key'
 
 const ROOT = join(import.meta.dir, '..', '..')
 
@@ -95,6 +96,8 @@ async function startService(databaseUrl: string, settings: HashSettings, workDir
 			HOME: workDir,
 			NODE_ENV: 'production',
 			JWT_SECRET,
+			OAUTH_SIGNING_KEY: TEST_OAUTH_SIGNING_KEY,
+			PUBLIC_URL: `http://127.0.0.1:${port}`,
 			DATA_ENCRYPTION_KEY: Buffer.alloc(32, 'latchkey-bench').toString('base64'),
 			DATABASE_URL: databaseUrl,
 			HOST: '127.0.0.1',

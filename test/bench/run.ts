@@ -27,6 +27,7 @@ import os from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import postgres from 'postgres'
+import { TEST_OAUTH_SIGNING_KEY } from '../support/oauth-key'
 import { prepareDatabase, rowNearEnd, SEED_PASSWORD } from './database'
 import { cpuSeconds, rssMiB, RssWatch } from './proc'
 import { describeMail, mailSection, type MailFigures } from './mail'
@@ -154,6 +155,8 @@ async function startService(databaseUrl: string, workers: '1' | 'auto', extra: {
 			NODE_ENV: 'production',
 			JWT_SECRET,
 			DATA_ENCRYPTION_KEY,
+			OAUTH_SIGNING_KEY: TEST_OAUTH_SIGNING_KEY,
+			PUBLIC_URL: `http://127.0.0.1:${port}`,
 			DATABASE_URL: databaseUrl,
 			DATABASE_POOL_MAX: String(POOL_MAX),
 			HOST: '127.0.0.1',

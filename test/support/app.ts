@@ -2,8 +2,10 @@ import { expect } from 'bun:test'
 import { createApp, type App, type AppDeps } from '../../src/app'
 import { loadConfig, type Config } from '../../src/config/env'
 import { createLogger } from '../../src/log'
+import { loadOAuthSigningKey, type OAuthSigningKey } from '../../src/crypto/oauth-signing-key'
 import { loadTokenKeys, type TokenKeys } from '../../src/modules/auth/keys'
 import { createTestDatabase, type TestDatabase } from './database'
+import { TEST_OAUTH_SIGNING_KEY } from './oauth-key'
 import { tracked } from './running'
 
 /** Settings every test app starts from: cheap hashing, no throttling, quiet. */
@@ -11,6 +13,9 @@ export const TEST_ENV: Record<string, string> = {
 	NODE_ENV: 'test',
 	JWT_SECRET: `test-${crypto.randomUUID()}-${crypto.randomUUID()}`,
 	DATA_ENCRYPTION_KEY: Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString('base64'),
+	OAUTH_SIGNING_KEY: TEST_OAUTH_SIGNING_KEY,
+	// What every `app.handle` request is addressed to (see `call` below): the provider's issuer and its pages.
+	PUBLIC_URL: 'http://localhost',
 	PASSWORD_HASH_MEMORY_KIB: '1024',
 	PASSWORD_HASH_TIME_COST: '1',
 	RATE_LIMIT_MAX: '0',
@@ -44,6 +49,7 @@ export interface TestApp {
 	app: App
 	config: Config
 	keys: TokenKeys
+	oauthKey: OAuthSigningKey
 	database: TestDatabase
 	/** Every log line the app wrote, as raw JSON text. */
 	logs: string[]
@@ -61,7 +67,8 @@ export async function startTestApp(
 	const logs: string[] = []
 	const log = createLogger(config.logLevel, { write: (line: string) => void logs.push(line) })
 	const keys = await loadTokenKeys(config.jwt, log)
-	const app = createApp({ config, database: db.handle, keys, log, peerAddress: () => TEST_PEER, ...extra })
+	const oauthKey = await loadOAuthSigningKey(config.oauth.signingKey, log)
+	const app = createApp({ config, database: db.handle, keys, oauthKey, log, peerAddress: () => TEST_PEER, ...extra })
 	// No server listens under app.handle, so the job workers (mail, webhooks) are started here, as listen would.
 	await app.decorator.backgroundJobs.start()
 	// Stopped by close, or else when its database is dropped (see running.ts).
@@ -73,6 +80,7 @@ export async function startTestApp(
 		app,
 		config,
 		keys,
+		oauthKey,
 		database: db,
 		logs,
 		call: (method, path, options = {}) => call(app, method, path, options),

@@ -10,7 +10,7 @@ import type { Account } from './fixtures'
  * and a browser reduced to its cookie jar and redirects.
  */
 
-export const ISSUER = 'http://localhost:3000'
+export const ISSUER = 'http://localhost'
 export const REDIRECT_URI = 'https://app.example.test/callback'
 
 export interface RegisteredClient {

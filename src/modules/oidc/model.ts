@@ -11,7 +11,7 @@ export namespace OidcModel {
 	export const providers = t.Object({ items: t.Array(t.Object({ id: t.String(), label: t.String() })) })
 
 	export const authorizationQuery = t.Object({
-		redirectTo: t.String({ maxLength: 2048, description: 'the frontend page that receives `code` (or `error`); must match REDIRECT_URLS', examples: ['http://localhost:5173/auth/callback'] }),
+		redirectTo: t.String({ maxLength: 2048, description: 'the frontend page that receives `code` (or `error`); must match REDIRECT_URLS', examples: ['https://app.example.com/auth/callback'] }),
 		codeChallenge: CodeChallenge,
 		codeChallengeMethod: t.Literal('S256'),
 	})
