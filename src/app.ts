@@ -35,6 +35,9 @@ import { emailModule } from './modules/email'
 import { EmailService, MAIL_QUEUE, MAIL_REQUEST_QUEUE } from './modules/email/service'
 import { factorsModule, secondFactorSignIn } from './modules/factors'
 import { FactorsService, owedSecondFactors } from './modules/factors/service'
+import { OAuthClients } from './modules/oauth/clients'
+import { OAuthConsents } from './modules/oauth/consents'
+import { oauthClientsModule } from './modules/oauth/routes'
 import { identitiesModule, oidcModule } from './modules/oidc'
 import { ProviderDirectory } from './modules/oidc/providers'
 import { ProviderSignIn } from './modules/oidc/service'
@@ -140,6 +143,8 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 	})
 	const destinations = { allowHttp: config.webhooks.allowHttp, allowPrivateNetworks: config.webhooks.allowPrivateNetworks, resolve: resolveHost }
 	const webhooks = new WebhookService({ db, audit, dataKeys, destinations })
+	const oauthClients = new OAuthClients({ db, audit, destinations })
+	const oauthConsents = new OAuthConsents({ db, audit })
 	const webhookDelivery = new WebhookDelivery({
 		db,
 		dataKeys,
@@ -247,6 +252,7 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		.use(emailModule({ email }))
 		.use(auditModule({ audit, guard }))
 		.use(webhooksModule({ webhooks, guard }))
+		.use(oauthClientsModule({ clients: oauthClients, consents: oauthConsents, guard }))
 
 	const app = new Elysia({ name: 'latchkey', normalize: false })
 		// Headers every response carries (the preflight too), then who the client is, then CORS, so that even a
@@ -267,6 +273,9 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		.use(backgroundJobs(new BackgroundJobs([jobs, webhookJobs], (onNotify) => database.listen(JOBS_CHANNEL, onNotify), log)))
 		.decorate('jobs', jobs)
 		.decorate('webhookJobs', webhookJobs)
+		// The protocol's side reads clients and records consents through these.
+		.decorate('oauthClients', oauthClients)
+		.decorate('oauthConsents', oauthConsents)
 		.use(
 			sessionUpkeep({
 				schedule,

@@ -3,6 +3,7 @@ import { createApp, type App, type AppDeps } from '../../src/app'
 import { loadConfig, type Config } from '../../src/config/env'
 import { createLogger } from '../../src/log'
 import { loadTokenKeys, type TokenKeys } from '../../src/modules/auth/keys'
+import { ensureConsoleClient, publicUrlOf } from '../../src/modules/oauth/clients'
 import { createTestDatabase, type TestDatabase } from './database'
 import { tracked } from './running'
 
@@ -62,6 +63,8 @@ export async function startTestApp(
 	const log = createLogger(config.logLevel, { write: (line: string) => void logs.push(line) })
 	const keys = await loadTokenKeys(config.jwt, log)
 	const app = createApp({ config, database: db.handle, keys, log, peerAddress: () => TEST_PEER, ...extra })
+	// What the server does at start before it listens (index.ts): the console's own OAuth client.
+	await ensureConsoleClient(db.handle.db, publicUrlOf({ publicUrl: config.oidc.publicUrl, port: config.port }))
 	// No server listens under app.handle, so the job workers (mail, webhooks) are started here, as listen would.
 	await app.decorator.backgroundJobs.start()
 	// Stopped by close, or else when its database is dropped (see running.ts).
