@@ -1,6 +1,7 @@
 import { expect } from 'bun:test'
 import { createApp, type App, type AppDeps } from '../../src/app'
 import { loadConfig, type Config } from '../../src/config/env'
+import { isDatabaseUnavailable } from '../../src/db/client'
 import { createLogger } from '../../src/log'
 import { loadTokenKeys, type TokenKeys } from '../../src/modules/auth/keys'
 import { ensureConsoleClient, publicUrlOf } from '../../src/modules/oauth/clients'
@@ -63,8 +64,11 @@ export async function startTestApp(
 	const log = createLogger(config.logLevel, { write: (line: string) => void logs.push(line) })
 	const keys = await loadTokenKeys(config.jwt, log)
 	const app = createApp({ config, database: db.handle, keys, log, peerAddress: () => TEST_PEER, ...extra })
-	// What the server does at start before it listens (index.ts): the console's own OAuth client.
-	await ensureConsoleClient(db.handle.db, publicUrlOf({ publicUrl: config.oidc.publicUrl, port: config.port }))
+	// What the server does at start before it listens (index.ts): the console's own OAuth client. An app started on
+	// an unreachable database (to see its 503s) starts without it, as the server could not have started at all.
+	await ensureConsoleClient(db.handle.db, publicUrlOf({ publicUrl: config.oidc.publicUrl, port: config.port })).catch((error: unknown) => {
+		if (!isDatabaseUnavailable(error)) throw error
+	})
 	// No server listens under app.handle, so the job workers (mail, webhooks) are started here, as listen would.
 	await app.decorator.backgroundJobs.start()
 	// Stopped by close, or else when its database is dropped (see running.ts).
