@@ -422,7 +422,11 @@ describe('the console’s own client', () => {
 			await second.close()
 			await ensureConsoleClient(db(), 'http://localhost:3000')
 		}
-		// Put back as an admin's disabling would have left it: start-up makes it active again.
+		// Instances starting at once on a database that has none yet make exactly one.
+		await db().delete(oauthClients).where(eq(oauthClients.clientId, 'latchkey-console'))
+		await Promise.all(Array.from({ length: 4 }, () => ensureConsoleClient(db(), 'http://localhost:3000')))
+		expect(await db().select().from(oauthClients).where(eq(oauthClients.clientId, 'latchkey-console'))).toHaveLength(1)
+		// Changed behind the API's back (say, disabled in SQL): start-up makes it as it must be again.
 		await db().update(oauthClients).set({ status: 'disabled' }).where(eq(oauthClients.clientId, 'latchkey-console'))
 		await ensureConsoleClient(db(), 'http://localhost:3000')
 		const [restored] = await db().select().from(oauthClients).where(and(eq(oauthClients.clientId, 'latchkey-console'), eq(oauthClients.status, 'active')))
