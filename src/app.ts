@@ -8,6 +8,7 @@ import { authGuard } from './modules/auth/guard'
 import { clientAddresses, type PeerAddress } from './http/client-ip'
 import { createCounterStore, type CounterStore } from './db/counters'
 import { requestLogging } from './http/logging'
+import { clientInfoOf } from './http/request-context'
 import { hasMetricsToken, Metrics, metricsRoute } from './http/metrics'
 import { rateLimits } from './http/rate-limit'
 import { problemHandler, unmatchedRoute, type RouteTable } from './http/problem'
@@ -37,6 +38,9 @@ import { EmailCodeSignIn } from './modules/email/code-sign-in'
 import { EmailService, MAIL_QUEUE, MAIL_REQUEST_QUEUE } from './modules/email/service'
 import { factorsModule, secondFactorSignIn } from './modules/factors'
 import { FactorsService, owedSecondFactors } from './modules/factors/service'
+import { OAuthClients } from './modules/oauth/clients'
+import { OAuthConsents } from './modules/oauth/consents'
+import { oauthClientsModule } from './modules/oauth/routes'
 import { identitiesModule, oidcModule } from './modules/oidc'
 import { ProviderDirectory } from './modules/oidc/providers'
 import { ProviderSignIn } from './modules/oidc/service'
@@ -149,6 +153,8 @@ export function createApp({ config, database, keys, oauthKey, log, counters, pee
 	})
 	const destinations = { allowHttp: config.webhooks.allowHttp, allowPrivateNetworks: config.webhooks.allowPrivateNetworks, resolve: resolveHost }
 	const webhooks = new WebhookService({ db, audit, dataKeys, destinations })
+	const oauthClients = new OAuthClients({ db, audit, destinations })
+	const oauthConsents = new OAuthConsents({ db, audit })
 	const webhookDelivery = new WebhookDelivery({
 		db,
 		dataKeys,
@@ -239,7 +245,7 @@ export function createApp({ config, database, keys, oauthKey, log, counters, pee
 		notices,
 	})
 	const issuer = config.publicUrl
-	const oauthDirectory = new OAuthDirectory(db)
+	const oauthDirectory = new OAuthDirectory(db, oauthClients)
 	const browserSessions = browserSessionsOf(db)
 	const secondFactorsOwed = owedSecondFactors(db)
 	const provider = createProvider({
@@ -267,8 +273,10 @@ export function createApp({ config, database, keys, oauthKey, log, counters, pee
 		issuer: new URL(issuer),
 		browserSessions,
 		isFirstParty: (clientId) => oauthDirectory.isFirstParty(clientId),
-		// Consents are remembered by the clients' admin resource (next); until then a consent lasts as long as its grant.
-		rememberConsent: async () => {},
+		rememberConsent: async (userId, clientId, scopes, request) => {
+			const client = await oauthClients.findActive(clientId)
+			if (client) await oauthConsents.grant(userId, client.id, scopes, clientInfoOf(request))
+		},
 	})
 	const guard = authGuard({ db, keys, jwt: config.jwt, mfaRequired: config.mfa.required })
 	// A scraper holding the metrics token is the operator's own; anyone else's /metrics request is budgeted.
@@ -291,6 +299,7 @@ export function createApp({ config, database, keys, oauthKey, log, counters, pee
 		.use(config.mail.codeSignIn ? emailCodeSignInModule({ codeSignIn, guard, jwt: config.jwt }) : new Elysia({ name: 'email-code-sign-in-off' }))
 		.use(auditModule({ audit, guard }))
 		.use(webhooksModule({ webhooks, guard }))
+		.use(oauthClientsModule({ clients: oauthClients, consents: oauthConsents, guard }))
 
 	const app = new Elysia({ name: 'latchkey', normalize: false })
 		// Headers every response carries (the preflight too), then who the client is, then CORS, so that even a
@@ -316,6 +325,9 @@ export function createApp({ config, database, keys, oauthKey, log, counters, pee
 		.use(backgroundJobs(new BackgroundJobs([jobs, webhookJobs], (onNotify) => database.listen(JOBS_CHANNEL, onNotify), log)))
 		.decorate('jobs', jobs)
 		.decorate('webhookJobs', webhookJobs)
+		// The protocol's side reads clients and records consents through these.
+		.decorate('oauthClients', oauthClients)
+		.decorate('oauthConsents', oauthConsents)
 		.use(
 			sessionUpkeep({
 				schedule,

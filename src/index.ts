@@ -12,6 +12,7 @@ import { loadOAuthSigningKey, OAuthKeyError, type OAuthSigningKey } from './cryp
 import { KeyConfigError, loadTokenKeys, type TokenKeys } from './modules/auth/keys'
 import { PasswordHasher } from './modules/auth/password'
 import { BootstrapError, createAdmin, ensureActiveAdmin } from './modules/users/bootstrap'
+import { ensureConsoleClient } from './modules/oauth/clients'
 import { isCompiledBinary } from './runtime'
 import { MailTemplates, TemplateError } from './mail/templates'
 
@@ -163,6 +164,8 @@ async function serve(config: Config, log: Logger): Promise<number> {
 	if (applied.length) log.info({ applied }, 'migrations applied')
 	try {
 		await ensureActiveAdmin(database.db, new PasswordHasher(config.password), config.bootstrapAdmin, config.password.minLength, log)
+		// The console's own OAuth client, as PUBLIC_URL says it must be (an upsert: instances starting at once agree).
+		await ensureConsoleClient(database.db, config.publicUrl)
 	} catch (error) {
 		if (!(error instanceof BootstrapError)) throw error
 		console.error(`latchkey: configuration: LATCHKEY_ADMIN_EMAIL: ${error.message}`)

@@ -83,6 +83,21 @@ async function realWebhookPath(path: string, admin: Account): Promise<string> {
 	return path.replace('{id}', id).replace('{deliveryId}', deliveryId)
 }
 
+/**
+ * On the app that is up, an OAuth client operation's path names a confidential client of its own (one per request:
+ * a DELETE disables it); a consent's path, a consent the caller has just given to a client of its own.
+ */
+async function realOAuthPath(path: string, admin: Account): Promise<string | undefined> {
+	const consent = path === '/api/users/{id}/consents/{clientId}'
+	if (!path.startsWith('/api/oauth-clients/{id}') && !consent) return undefined
+	const created = await t.call('POST', '/api/oauth-clients', { token: admin.accessToken, json: { ...OAUTH_CLIENT, type: 'confidential' } })
+	expect(created.status).toBe(201)
+	if (!consent) return path.replace('{id}', created.body.data.id)
+	await t.app.decorator.oauthConsents.grant(admin.id, created.body.data.id, ['openid'])
+	return `/api/users/me/consents/${created.body.data.clientId}`
+}
+
+const OAUTH_CLIENT = { name: 'Acme Dashboard', redirectUris: ['https://app.example.com/callback'] }
 
 /** Bodies that the operation accepts from this caller: schema examples would sign up a taken email or log in nobody. */
 const OWN_BODIES: Record<string, (caller: Account) => Record<string, unknown> | undefined | Promise<Record<string, unknown> | undefined>> = {
@@ -137,6 +152,8 @@ const OWN_BODIES: Record<string, (caller: Account) => Record<string, unknown> | 
 		return { code: landed.searchParams.get('code') ?? 'no code', codeVerifier: verifier }
 	},
 	createWebhook: () => ({ url: WEBHOOK_URL, events: ['user.created'], description: 'CRM sync' }),
+	createOAuthClient: () => ({ ...OAUTH_CLIENT, type: 'confidential' }),
+	replaceOAuthClient: () => OAUTH_CLIENT,
 	replaceWebhook: () => ({ url: WEBHOOK_URL, events: ['user.reactivated', 'factor.added'], enabled: true }),
 	// The caller's own password: the check succeeds and renews the caller's session.
 	reauthenticate: (caller) => ({ password: caller.password }),
@@ -196,7 +213,7 @@ async function send(
 ): Promise<CallResult> {
 	const account = caller ?? (await signUpAdmin(t))
 	const { query = '', options = {} } = await build(account)
-	const path = app === t ? await realWebhookPath(op.path, account) : concretePath(op.path)
+	const path = app === t ? ((await realOAuthPath(op.path, account)) ?? (await realWebhookPath(op.path, account))) : concretePath(op.path)
 	return app.call(op.method.toUpperCase(), `${path}${query}`, { token: account.accessToken, ...options })
 }
 

@@ -1,9 +1,11 @@
 import { expect } from 'bun:test'
 import { createApp, type App, type AppDeps } from '../../src/app'
 import { loadConfig, type Config } from '../../src/config/env'
+import { isDatabaseUnavailable } from '../../src/db/client'
 import { createLogger } from '../../src/log'
 import { loadOAuthSigningKey, type OAuthSigningKey } from '../../src/crypto/oauth-signing-key'
 import { loadTokenKeys, type TokenKeys } from '../../src/modules/auth/keys'
+import { ensureConsoleClient } from '../../src/modules/oauth/clients'
 import { createTestDatabase, type TestDatabase } from './database'
 import { TEST_OAUTH_SIGNING_KEY } from './oauth-key'
 import { tracked } from './running'
@@ -69,6 +71,11 @@ export async function startTestApp(
 	const keys = await loadTokenKeys(config.jwt, log)
 	const oauthKey = await loadOAuthSigningKey(config.oauth.signingKey, log)
 	const app = createApp({ config, database: db.handle, keys, oauthKey, log, peerAddress: () => TEST_PEER, ...extra })
+	// What the server does at start before it listens (index.ts): the console's own OAuth client. An app started on
+	// an unreachable database (to see its 503s) starts without it, as the server could not have started at all.
+	await ensureConsoleClient(db.handle.db, config.publicUrl).catch((error: unknown) => {
+		if (!isDatabaseUnavailable(error)) throw error
+	})
 	// No server listens under app.handle, so the job workers (mail, webhooks) are started here, as listen would.
 	await app.decorator.backgroundJobs.start()
 	// Stopped by close, or else when its database is dropped (see running.ts).

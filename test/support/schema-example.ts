@@ -18,7 +18,7 @@ export const isClosedBody = (schema: Json): boolean =>
 
 /**
  * A request path for an operation of the document: a user's `{id}` is the caller (`me`), `{provider}` the
- * test provider, any other parameter (a webhook endpoint's `{id}` too) an id nobody has.
+ * test provider, any other parameter (a webhook endpoint's or an OAuth client's `{id}` too) an id nobody has.
  */
 export const concretePath = (path: string) =>
-	(path.startsWith('/api/webhooks/') ? path : path.replace('{id}', 'me')).replace('{provider}', 'test').replace(/\{[^}]+\}/g, () => crypto.randomUUID())
+	(path.startsWith('/api/users/') ? path.replace('{id}', 'me') : path).replace('{provider}', 'test').replace(/\{[^}]+\}/g, () => crypto.randomUUID())

@@ -43,6 +43,12 @@ const EventType = t.Union([
 	t.Literal('webhook.deleted'),
 	t.Literal('webhook.secret-rotated'),
 	t.Literal('webhook.disabled'),
+	t.Literal('oauth-client.created'),
+	t.Literal('oauth-client.updated'),
+	t.Literal('oauth-client.disabled'),
+	t.Literal('oauth-client.secret-rotated'),
+	t.Literal('consent.granted'),
+	t.Literal('consent.revoked'),
 ])
 
 export type AuditEventType = typeof EventType.static

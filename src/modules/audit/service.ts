@@ -1,5 +1,5 @@
 import { and, desc, eq, gte, lt, lte, or, type SQL } from 'drizzle-orm'
-import type { Database } from '../../db/client'
+import type { Database, Queryable } from '../../db/client'
 import { auditEvents, type AuditEventRow } from '../../db/schema'
 import { decodeIdCursor, encodeIdCursor } from '../../http/pagination'
 import type { ClientInfo } from '../../http/request-context'
@@ -33,19 +33,19 @@ export class AuditLog {
 	async record(type: AuditEventType, client: ClientInfo, entry: AuditEntry = {}): Promise<void> {
 		this.onEvent?.(type)
 		try {
-			await this.db.insert(auditEvents).values({
-				id: Bun.randomUUIDv7(),
-				type,
-				actorId: entry.actorId ?? null,
-				subjectId: entry.subjectId ?? null,
-				ip: client.ip,
-				userAgent: client.userAgent?.slice(0, 512) ?? null,
-				requestId: client.requestId,
-				details: entry.details ?? {},
-			})
+			await this.db.insert(auditEvents).values(auditRow(type, client, entry))
 		} catch (error) {
 			this.log.warn({ type, requestId: client.requestId, code: (error as { code?: unknown }).code }, 'audit event not written')
 		}
+	}
+
+	/**
+	 * Appends an event within the caller's transaction: it exists exactly when the change it records commits
+	 * (a failure to write it fails the change). For admin changes whose record must not go missing.
+	 */
+	async recordIn(tx: Queryable, type: AuditEventType, client: ClientInfo, entry: AuditEntry = {}): Promise<void> {
+		this.onEvent?.(type)
+		await tx.insert(auditEvents).values(auditRow(type, client, entry))
 	}
 
 	/** Newest first; keyset on the time-ordered id. */
@@ -67,6 +67,17 @@ export class AuditLog {
 		}
 	}
 }
+
+const auditRow = (type: AuditEventType, client: ClientInfo, entry: AuditEntry) => ({
+	id: Bun.randomUUIDv7(),
+	type,
+	actorId: entry.actorId ?? null,
+	subjectId: entry.subjectId ?? null,
+	ip: client.ip,
+	userAgent: client.userAgent?.slice(0, 512) ?? null,
+	requestId: client.requestId,
+	details: entry.details ?? {},
+})
 
 function filters(query: ListAuditEventsQuery): Array<SQL | undefined> {
 	return [

@@ -83,6 +83,11 @@ const TAGS = [
 		description:
 			'Endpoints that receive account events (user.created, session.revoked, …) as POSTs signed per Standard Webhooks (`webhook-id`, `webhook-timestamp`, `webhook-signature`). Each event is written in the transaction of its change and delivered at least once, retried at about 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h; an endpoint failing for 5 days is disabled. For admins.',
 	},
+	{
+		name: 'OAuth clients',
+		description:
+			'Applications that sign their users in through Latchkey as an OpenID Provider: public ones (browser and native apps, PKCE alone) and confidential ones (servers, with a secret shown once and stored hashed, rotated with a 24-hour overlap). The console’s own client (`latchkey-console`) is built in. For admins; users’ consents to clients are under Users.',
+	},
 	{ name: 'Keys', description: 'Public keys that verify access tokens (RFC 7517).' },
 	{ name: 'Health', description: 'Probes; they count against no rate limit.' },
 ]

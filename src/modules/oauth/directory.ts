@@ -1,8 +1,9 @@
-import { and, eq, gt, isNull, or, sql } from 'drizzle-orm'
+import { and, eq, gt, isNull, sql } from 'drizzle-orm'
 import type { AdapterPayload } from 'oidc-provider'
 import type { Database } from '../../db/client'
-import { oauthClients, oauthClientSecrets, oauthConsents, sessions, users, type OAuthClientRow } from '../../db/schema'
-import { digestOf, isOpaqueToken, newOpaqueToken, sameDigest } from '../../crypto/opaque-tokens'
+import { oauthClients, oauthConsents, sessions, users, type OAuthClientRow } from '../../db/schema'
+import { digestOf, isOpaqueToken, newOpaqueToken } from '../../crypto/opaque-tokens'
+import type { OAuthClients } from './clients'
 import type { BrowserSession, BrowserSessions } from './provider'
 
 /*
@@ -43,44 +44,27 @@ export function clientMetadata(client: OAuthClientRow): AdapterPayload {
 	}
 }
 
+/**
+ * What the provider reads of Latchkey's own records: clients as the library's metadata (the admin resource's
+ * service finds them and checks their secrets), and consents remembered.
+ */
 export class OAuthDirectory {
-	constructor(private readonly db: Database) {}
-
-	private async activeClient(clientId: string): Promise<OAuthClientRow | undefined> {
-		const [client] = await this.db
-			.select()
-			.from(oauthClients)
-			.where(and(eq(oauthClients.clientId, clientId), eq(oauthClients.status, 'active')))
-			.limit(1)
-		return client
-	}
+	constructor(
+		private readonly db: Database,
+		private readonly clients: Pick<OAuthClients, 'findActive' | 'verifySecret'>,
+	) {}
 
 	async metadataOf(clientId: string): Promise<AdapterPayload | undefined> {
-		const client = await this.activeClient(clientId)
+		const client = await this.clients.findActive(clientId)
 		return client && clientMetadata(client)
 	}
 
 	async isFirstParty(clientId: string): Promise<boolean> {
-		return (await this.activeClient(clientId))?.firstParty ?? false
+		return (await this.clients.findActive(clientId))?.firstParty ?? false
 	}
 
-	/** Whether `secret` is one of the client's live secrets (the newest, or the one before it during its overlap). */
-	async verifySecret(clientId: string, secret: string): Promise<boolean> {
-		const offered = digestOf(secret)
-		const live = await this.db
-			.select({ secretHash: oauthClientSecrets.secretHash })
-			.from(oauthClientSecrets)
-			.innerJoin(oauthClients, eq(oauthClients.id, oauthClientSecrets.clientId))
-			.where(
-				and(
-					eq(oauthClients.clientId, clientId),
-					eq(oauthClients.status, 'active'),
-					eq(oauthClients.type, 'confidential'),
-					or(isNull(oauthClientSecrets.expiresAt), gt(oauthClientSecrets.expiresAt, sql`now()`)),
-				),
-			)
-		// Every live digest is compared, so the time taken does not say which one matched.
-		return live.map((row) => sameDigest(row.secretHash, offered)).includes(true)
+	verifySecret(clientId: string, secret: string): Promise<boolean> {
+		return this.clients.verifySecret(clientId, secret)
 	}
 
 	async remembered(userId: string, clientId: string): Promise<string[]> {

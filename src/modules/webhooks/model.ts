@@ -4,6 +4,7 @@ import { Id, IssuedId } from '../../http/ids'
 import { queryInteger } from '../../http/problem'
 import { SESSION_END_REASONS } from '../auth/model'
 import { FactorModel } from '../factors/model'
+import { ConsentModel, OAuthClientModel } from '../oauth/model'
 import { OidcModel } from '../oidc/model'
 import { UserModel } from '../users/model'
 import { PING_EVENT, WEBHOOK_EVENT_TYPES, type WebhookEventType } from './outbox'
@@ -108,6 +109,7 @@ const WebhookSession = t.Object({
 })
 const FactorData = t.Object({ userId: IssuedId(), factor: FactorModel.factor })
 const IdentityData = t.Object({ userId: IssuedId(), identity: OidcModel.identity })
+const ConsentData = t.Object({ userId: IssuedId(), consent: ConsentModel.consent })
 
 /** The `data` of each event type (API.md: resources as this API shows them, never a secret, hash or token). */
 export const WEBHOOK_PAYLOADS: Record<WebhookEventType | typeof PING_EVENT, { summary: string; data: TSchema }> = {
@@ -147,6 +149,19 @@ export const WEBHOOK_PAYLOADS: Record<WebhookEventType | typeof PING_EVENT, { su
 	'factor.removed': { summary: 'An active second factor was removed (by its user or an admin)', data: FactorData },
 	'identity.linked': { summary: "An identity provider's account was linked (at sign-up, by verified email, or by the user)", data: IdentityData },
 	'identity.unlinked': { summary: "An identity provider's account was unlinked", data: IdentityData },
+	'oauth-client.created': { summary: 'An admin registered an OAuth client (an application that signs its users in through Latchkey)', data: t.Object({ client: OAuthClientModel.client }) },
+	'oauth-client.updated': {
+		summary: 'An OAuth client was changed, disabled (DELETE), enabled again, or given a new secret',
+		data: t.Object({
+			client: OAuthClientModel.client,
+			changed: t.Array(t.String(), {
+				description: 'the members of `client` that changed; `clientSecret` when a new secret was made (the secret itself is never sent)',
+				examples: [['redirectUris'], ['status'], ['clientSecret']],
+			}),
+		}),
+	},
+	'consent.granted': { summary: 'A user allowed a client scopes it had not been given before (remembered for the next sign-in)', data: ConsentData },
+	'consent.revoked': { summary: "A user's consent to a client was withdrawn (by the user or an admin); the client's tokens for that user die with it", data: ConsentData },
 	[PING_EVENT]: { summary: 'A test from POST /webhooks/{id}/pings, to the pinged endpoint only', data: t.Object({ endpointId: IssuedId() }) },
 }
 

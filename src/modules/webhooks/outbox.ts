@@ -17,6 +17,10 @@ export const WEBHOOK_EVENT_TYPES = [
 	'factor.removed',
 	'identity.linked',
 	'identity.unlinked',
+	'oauth-client.created',
+	'oauth-client.updated',
+	'consent.granted',
+	'consent.revoked',
 ] as const
 
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number]
