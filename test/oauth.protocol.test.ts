@@ -319,3 +319,41 @@ describe('device authorization (RFC 8628)', () => {
 		expect(await answer.response.text()).toContain('did not work')
 	})
 })
+
+describe('back-channel logout', () => {
+	test('signing out through one client sends a logout token to the clients that registered a URI, through the job queue', async () => {
+		const received: string[] = []
+		const receiver = Bun.serve({
+			port: 0,
+			hostname: '127.0.0.1',
+			fetch: async (request) => {
+				received.push(new URLSearchParams(await request.text()).get('logout_token') ?? '')
+				return new Response(null, { status: 200 })
+			},
+		})
+		try {
+			const listening = await registerClient(t, { type: 'confidential', firstParty: true, backchannelLogoutUri: `http://127.0.0.1:${receiver.port}/logout` })
+			const other = await signUp(t)
+			const browser = new Browser(t, await browserCookie(t, other))
+			const request = await authorizationRequest(as, listening.clientId)
+			const { url } = await browser.visit(request.url.href)
+			const parameters = oauth.validateAuthResponse(as, listening.client, url, request.state)
+			const tokens = await oauth.processAuthorizationCodeResponse(
+				as,
+				listening.client,
+				await oauth.authorizationCodeGrantRequest(as, listening.client, listening.auth, parameters, REDIRECT_URI, request.verifier, through(t)),
+				{ expectedNonce: request.nonce, requireIdToken: true },
+			)
+			const logout = new URL(as.end_session_endpoint ?? '')
+			logout.search = new URLSearchParams({ id_token_hint: tokens.id_token ?? '' }).toString()
+			const page = await (await browser.visit(logout.href)).response.text()
+			await browser.visit('/oauth2/logout/confirm', formPost({ ...hiddenFields(page, '/oauth2/logout/confirm'), logout: 'yes' }))
+			await t.app.decorator.webhookJobs.idle()
+			expect(received).toHaveLength(1)
+			const [, payload] = (received[0] ?? '').split('.').slice(0, 2).map((part) => JSON.parse(Buffer.from(part, 'base64url').toString()))
+			expect(payload).toMatchObject({ iss: ISSUER, aud: listening.clientId, sub: other.id, sid: other.sessionId, events: { 'http://schemas.openid.net/event/backchannel-logout': {} } })
+		} finally {
+			receiver.stop(true)
+		}
+	})
+})
