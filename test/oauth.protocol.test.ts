@@ -357,3 +357,13 @@ describe('back-channel logout', () => {
 		}
 	})
 })
+
+describe('observability', () => {
+	test("the provider's answers are logged with their own status", async () => {
+		const response = await t.app.handle(new Request(`${ISSUER}/oauth2/token`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'grant_type=authorization_code&code=nope&client_id=nobody' }))
+		expect(response.status).toBe(401)
+		await Bun.sleep(10)
+		const line = t.logs.map((text) => JSON.parse(text)).findLast((entry) => entry.msg === 'request' && entry.route === '/oauth2/token')
+		expect(line?.status).toBe(401)
+	})
+})

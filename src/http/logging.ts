@@ -20,7 +20,9 @@ export const requestLogging = (log: Logger, observe?: RequestObserver) =>
 			const { request, set, route } = context
 			const begin = started.get(request)
 			const seconds = begin === undefined ? 0 : (performance.now() - begin) / 1000
-			const status = typeof set.status === 'number' ? set.status : 200
+			// A route that answers with a Response of its own (the OpenID Provider's) sets its status there, not in `set`.
+			const answered = (context as { responseValue?: unknown }).responseValue
+			const status = answered instanceof Response ? answered.status : typeof set.status === 'number' ? set.status : 200
 			const pattern = route || 'unmatched'
 			const caller = (context as { caller?: { user?: { id?: string } } | null }).caller
 			const line = {
