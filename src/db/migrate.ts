@@ -21,6 +21,7 @@ import m0017 from '../../drizzle/0017_mfa_token_amr.sql' with { type: 'text' }
 import m0018 from '../../drizzle/0018_code_failures.sql' with { type: 'text' }
 import m0019 from '../../drizzle/0019_link_session.sql' with { type: 'text' }
 import m0020 from '../../drizzle/0020_job_claims.sql' with { type: 'text' }
+import m0021 from '../../drizzle/0021_oauth_provider.sql' with { type: 'text' }
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core'
 import type * as schema from './schema'
 
@@ -54,6 +55,7 @@ const MIGRATION_SQL: Record<string, string> = {
 	'0018_code_failures': m0018,
 	'0019_link_session': m0019,
 	'0020_job_claims': m0020,
+	'0021_oauth_provider': m0021,
 }
 
 export interface Migration {
