@@ -46,6 +46,7 @@ import { WEBHOOK_QUEUE } from './modules/webhooks/outbox'
 import { WebhookSender } from './modules/webhooks/sender'
 import { WebhookService } from './modules/webhooks/service'
 import { UsersService } from './modules/users/service'
+import { BrowserSessions, PAGE_PATHS, PageRenderer, pageProblems, pages, type PageSettings } from './pages'
 
 export interface AppDeps {
 	config: Config
@@ -60,6 +61,8 @@ export interface AppDeps {
 	dataKeys?: DataKeys
 	/** Mail templates, when already loaded (the server loads them first, to stop on a broken one before anything else). */
 	templates?: MailTemplates
+	/** The pages' templates, catalogues and styles, when already loaded (likewise). */
+	pageRenderer?: PageRenderer
 	/** How webhook hosts resolve; only for tests that play DNS rebinding. */
 	resolveHost?: ResolveHost
 }
@@ -99,7 +102,10 @@ function corsFor(origins: string[]) {
 }
 
 /** The whole service as an Elysia app; `index.ts` listens, tests call `app.handle`. */
-export function createApp({ config, database, keys, log, counters, peerAddress, templates, dataKeys: givenDataKeys, resolveHost = systemResolver }: AppDeps) {
+/** What the pages are branded with; BRAND_LOGO_URL, BRAND_COLOR and PAGES_DIR join when the configuration has them. */
+export const pageSettings = (config: Config): PageSettings => ({ appName: config.mail.appName, publicUrl: config.oidc.publicUrl })
+
+export function createApp({ config, database, keys, log, counters, peerAddress, templates, pageRenderer, dataKeys: givenDataKeys, resolveHost = systemResolver }: AppDeps) {
 	const store = counters ?? createCounterStore(config.rateLimit.redisUrl, log)
 	const routeTable: RouteTable = { routes: [] }
 	const { db } = database
@@ -228,6 +234,11 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		notices,
 	})
 	const guard = authGuard({ db, keys, jwt: config.jwt, mfaRequired: config.mfa.required })
+	// The pages: the browser's own session behind a cookie, on the same sign-in road and sessions as the API.
+	const settings = pageSettings(config)
+	const renderer = pageRenderer ?? new PageRenderer(settings)
+	const browserSessions = new BrowserSessions({ db, auth })
+	const pageProblem = pageProblems(renderer)
 	// A scraper holding the metrics token is the operator's own; anyone else's /metrics request is budgeted.
 	const metricsToken = config.metrics.token
 	const isAuthorizedScrape = (request: Request) =>
@@ -257,16 +268,23 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		.use(requestLogging(log, metrics.observeRequest))
 		// Every request counts, whatever its answer: the limits come before the request checks' refusals and
 		// before the problem handler, whose error hook would otherwise answer before theirs counted.
-		.use(rateLimits({ config: config.rateLimit, store, exempt: isAuthorizedScrape, onRefused: (budget) => metrics.refused(budget) }))
+		.use(rateLimits({ config: config.rateLimit, store, exempt: isAuthorizedScrape, onRefused: (budget) => metrics.refused(budget), pageProblem }))
 		.use(
-			requestChecks({ bodyLimitBytes: config.bodyLimitBytes, htmlPaths: new Set([DOCS_PATH]), textPaths: new Set(['/metrics']) }),
+			requestChecks({
+				bodyLimitBytes: config.bodyLimitBytes,
+				htmlPaths: new Set([DOCS_PATH]),
+				textPaths: new Set(['/metrics']),
+				pagePaths: PAGE_PATHS,
+			}),
 		)
-		.use(problemHandler(log, routeTable, config.rateLimit.windowSeconds))
+		.use(problemHandler(log, routeTable, config.rateLimit.windowSeconds, pageProblem))
 		.onStop(() => store.close())
 		.onStop(() => mailer.close())
 		.use(backgroundJobs(new BackgroundJobs([jobs, webhookJobs], (onNotify) => database.listen(JOBS_CHANNEL, onNotify), log)))
 		.decorate('jobs', jobs)
 		.decorate('webhookJobs', webhookJobs)
+		// What the OpenID Provider reads of the browser (single sign-on) and ends (logout).
+		.decorate('browserSessions', browserSessions)
 		.use(
 			sessionUpkeep({
 				schedule,
@@ -282,6 +300,7 @@ export function createApp({ config, database, keys, log, counters, peerAddress, 
 		.use(jwks(keys))
 		.use(config.metrics.enabled ? metricsRoute(metrics, config.metrics.token) : new Elysia({ name: 'metrics-disabled' }))
 		.use(api)
+		.use(pages({ renderer, settings, auth, factors, browserSessions, sessionTtlSeconds: config.jwt.refreshTtlSeconds }))
 		// Every path is a route, so that a 404 or 405 passes the rate limits like any other answer.
 		.all('/*', ({ request, path }) => {
 			throw unmatchedRoute(routeTable, request.method, path)
