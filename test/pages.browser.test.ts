@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from '
 import { mkdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core'
+import { PageRenderer } from '../src/pages'
 import { startTestApp, type TestApp } from './support/app'
 import { awayFromStepBoundary, enrollTotp, totpCode } from './support/factors'
 import { PASSWORD, signUp, type Account } from './support/fixtures'
@@ -14,6 +15,7 @@ import { PASSWORD, signUp, type Account } from './support/fixtures'
 // Each file sets its own default: bun applies setDefaultTimeout to the file that calls it.
 setDefaultTimeout(60_000)
 
+const LOGO = '<svg xmlns="http://www.w3.org/2000/svg" width="160" height="40" viewBox="0 0 160 40"><rect width="40" height="40" rx="8" fill="#0f766e"/><text x="50" y="27" font-family="sans-serif" font-size="20" fill="#0f766e">Acme</text></svg>'
 const ARTIFACTS = join(import.meta.dir, '..', 'test-artifacts', 'pages')
 const AXE_SOURCE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8')
 
@@ -186,6 +188,35 @@ describe('axe-core finds no serious or critical violation', () => {
 			expect(violations).toEqual([])
 			await context.close()
 		})
+})
+
+test('branded: the logo loads from its origin under the policy, the brand colour reads in light and dark', async () => {
+	const branded = await startTestApp({}, undefined, {
+		pageRenderer: new PageRenderer({ appName: 'Acme Notes', brandColor: '#0f766e', brandLogoUrl: 'https://cdn.acme.test/logo.svg' }),
+	})
+	const brandedServer = branded.app.listen({ port: 0, hostname: '127.0.0.1' })
+	const origin = `http://127.0.0.1:${brandedServer.server?.port}`
+	try {
+		for (const { width, scheme } of [{ width: 320, scheme: 'dark' }, { width: 1280, scheme: 'light' }] as const) {
+			const context = await browser.newContext({ viewport: { width, height: 700 }, colorScheme: scheme })
+			const { page, violations } = await openPage(context)
+			await page.route('https://cdn.acme.test/logo.svg', (route) => route.fulfill({ contentType: 'image/svg+xml', body: LOGO }))
+			await page.goto(`${origin}/sign-in`)
+			await page.fill('#email', 'someone@example.test')
+			await page.fill('#password', 'not the password')
+			await Promise.all([page.waitForLoadState('load'), page.click('button[type=submit]')])
+			await page.waitForSelector('#error-summary')
+			expect(await page.evaluate("document.querySelector('img.logo').naturalWidth > 0")).toBe(true)
+			expect(await page.evaluate("getComputedStyle(document.querySelector('button')).backgroundColor")).toBe('rgb(15, 118, 110)')
+			await page.screenshot({ path: join(ARTIFACTS, `branded-${width}-${scheme}.png`), fullPage: true })
+			expect(await seriousViolations(page)).toEqual([])
+			expect(violations).toEqual([])
+			await context.close()
+		}
+	} finally {
+		await brandedServer.stop()
+		await branded.close()
+	}
 })
 
 test('the policy is enforced: an injected inline script does not run', async () => {
