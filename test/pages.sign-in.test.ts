@@ -363,6 +363,17 @@ describe('ending the browser session', () => {
 		expect((await browser.get('/account')).status).toBe(303)
 	})
 
+	test('a password change through the API ends it (the changing session stays)', async () => {
+		const account = await signUp(t)
+		const browser = new PageBrowser(t)
+		await browser.signIn(account.email)
+		expect((await browser.get('/account')).status).toBe(200)
+		const changed = await t.call('PUT', '/api/users/me', { json: { email: account.email, name: '', password: 'a brand new passphrase here', currentPassword: PASSWORD }, token: account.accessToken })
+		expect(changed.status).toBe(200)
+		expect((await browser.get('/account')).status).toBe(303)
+		expect((await browser.signIn(account.email, 'a brand new passphrase here')).status).toBe(303)
+	})
+
 	test('a new sign-in in the same browser ends the one before', async () => {
 		const first = await signUp(t)
 		const second = await signUp(t)
