@@ -79,6 +79,13 @@ module.exports = {
 			from: { path: '^src/http/' },
 			to: { path: '^src/(jobs|mail)/' },
 		},
+		{
+			name: 'pages-above-modules',
+			comment: 'The pages stand above every module (they use services as app.ts does): no module and no lower floor imports a page.',
+			severity: 'error',
+			from: { path: `^src/modules/|${LOWER_FLOORS}` },
+			to: { path: '^src/pages/' },
+		},
 		...moduleOrder,
 		{
 			name: 'meeting-points-stay-light',

@@ -52,11 +52,12 @@ import { WEBHOOK_QUEUE } from './modules/webhooks/outbox'
 import { WebhookSender } from './modules/webhooks/sender'
 import { WebhookService } from './modules/webhooks/service'
 import { UsersService } from './modules/users/service'
-import { browserSessionsOf, OAuthDirectory } from './modules/oauth/directory'
-import { createProvider, plainProviderPages } from './modules/oauth/provider'
+import { OAuthDirectory } from './modules/oauth/directory'
+import { createProvider, plainProviderPages, type BrowserSessions as ProviderBrowserSessions } from './modules/oauth/provider'
 import { isProtocolPath, protocolModule } from './modules/oauth/protocol'
 import { Interactions } from './modules/oauth/interactions'
 import { BACKCHANNEL_LOGOUT_QUEUE, queueBackchannelLogouts } from './modules/oauth/logout'
+import { BrowserSessions, PAGE_PATHS, PageRenderer, pageProblems, pages, type PageSettings } from './pages'
 
 export interface AppDeps {
 	config: Config
@@ -73,6 +74,8 @@ export interface AppDeps {
 	dataKeys?: DataKeys
 	/** Mail templates, when already loaded (the server loads them first, to stop on a broken one before anything else). */
 	templates?: MailTemplates
+	/** The pages' templates, catalogues and styles, when already loaded (likewise). */
+	pageRenderer?: PageRenderer
 	/** How webhook hosts resolve; only for tests that play DNS rebinding. */
 	resolveHost?: ResolveHost
 }
@@ -112,7 +115,24 @@ function corsFor(origins: string[]) {
 }
 
 /** The whole service as an Elysia app; `index.ts` listens, tests call `app.handle`. */
-export function createApp({ config, database, keys, oauthKey, log, counters, peerAddress, templates, dataKeys: givenDataKeys, resolveHost = systemResolver }: AppDeps) {
+/** What the pages are branded with: APP_NAME, BRAND_LOGO_URL, BRAND_COLOR, PAGES_DIR, and the origin forms come from. */
+export const pageSettings = (config: Config): PageSettings => ({
+	appName: config.mail.appName,
+	publicUrl: config.publicUrl,
+	brandLogoUrl: config.pages.brandLogoUrl,
+	brandColor: config.pages.brandColor,
+	dir: config.pages.dir,
+})
+
+/** The browser session as the provider reads it (the pages' cookie). */
+const providerView = (sessions: BrowserSessions): ProviderBrowserSessions => ({
+	async current(request) {
+		const session = await sessions.current(request)
+		return session && { sessionId: session.sessionId, userId: session.user.id, amr: session.amr, aal: session.aal, authenticatedAt: session.authenticatedAt }
+	},
+})
+
+export function createApp({ config, database, keys, oauthKey, log, counters, peerAddress, templates, pageRenderer, dataKeys: givenDataKeys, resolveHost = systemResolver }: AppDeps) {
 	const store = counters ?? createCounterStore(config.rateLimit.redisUrl, log)
 	const routeTable: RouteTable = { routes: [] }
 	const { db } = database
@@ -244,9 +264,13 @@ export function createApp({ config, database, keys, oauthKey, log, counters, pee
 		reauthenticationSeconds: config.reauthenticationSeconds,
 		notices,
 	})
+	// The pages: the browser's own session behind a cookie, on the same sign-in road and sessions as the API.
+	const settings = pageSettings(config)
+	const renderer = pageRenderer ?? new PageRenderer(settings)
+	const browserSessions = new BrowserSessions({ db, auth })
+	const pageProblem = pageProblems(renderer)
 	const issuer = config.publicUrl
 	const oauthDirectory = new OAuthDirectory(db, oauthClients)
-	const browserSessions = browserSessionsOf(db)
 	const secondFactorsOwed = owedSecondFactors(db)
 	const provider = createProvider({
 		db,
@@ -261,7 +285,7 @@ export function createApp({ config, database, keys, oauthKey, log, counters, pee
 			dynamicRegistration: config.oauth.dynamicRegistration,
 		},
 		clients: oauthDirectory,
-		browserSessions,
+		browserSessions: providerView(browserSessions),
 		stepUp: { hasSecondFactor: async (userId) => (await secondFactorsOwed.methodsOf(userId)).length > 0 },
 		consents: oauthDirectory,
 		verifySecret: (clientId, secret) => oauthDirectory.verifySecret(clientId, secret),
@@ -271,7 +295,7 @@ export function createApp({ config, database, keys, oauthKey, log, counters, pee
 	const interactions = new Interactions({
 		provider,
 		issuer: new URL(issuer),
-		browserSessions,
+		browserSessions: providerView(browserSessions),
 		isFirstParty: (clientId) => oauthDirectory.isFirstParty(clientId),
 		rememberConsent: async (userId, clientId, scopes, request) => {
 			const client = await oauthClients.findActive(clientId)
@@ -310,24 +334,26 @@ export function createApp({ config, database, keys, oauthKey, log, counters, pee
 		.use(requestLogging(log, metrics.observeRequest))
 		// Every request counts, whatever its answer: the limits come before the request checks' refusals and
 		// before the problem handler, whose error hook would otherwise answer before theirs counted.
-		.use(rateLimits({ config: config.rateLimit, store, exempt: isAuthorizedScrape, onRefused: (budget) => metrics.refused(budget) }))
+		.use(rateLimits({ config: config.rateLimit, store, exempt: isAuthorizedScrape, onRefused: (budget) => metrics.refused(budget), pageProblem }))
 		.use(
 			requestChecks({
 				bodyLimitBytes: config.bodyLimitBytes,
 				htmlPaths: new Set([DOCS_PATH]),
 				textPaths: new Set(['/metrics']),
 				passThrough: isProtocolPath,
+				pagePaths: PAGE_PATHS,
 			}),
 		)
-		.use(problemHandler(log, routeTable, config.rateLimit.windowSeconds))
+		.use(problemHandler(log, routeTable, config.rateLimit.windowSeconds, pageProblem))
 		.onStop(() => store.close())
 		.onStop(() => mailer.close())
 		.use(backgroundJobs(new BackgroundJobs([jobs, webhookJobs], (onNotify) => database.listen(JOBS_CHANNEL, onNotify), log)))
 		.decorate('jobs', jobs)
 		.decorate('webhookJobs', webhookJobs)
-		// The protocol's side reads clients and records consents through these.
 		.decorate('oauthClients', oauthClients)
 		.decorate('oauthConsents', oauthConsents)
+		// What the OpenID Provider reads of the browser (single sign-on) and ends (logout).
+		.decorate('browserSessions', browserSessions)
 		.use(
 			sessionUpkeep({
 				schedule,
@@ -344,6 +370,7 @@ export function createApp({ config, database, keys, oauthKey, log, counters, pee
 		.use(config.metrics.enabled ? metricsRoute(metrics, config.metrics.token) : new Elysia({ name: 'metrics-disabled' }))
 		.use(api)
 		.use(protocolModule({ provider, issuer, interactions }))
+		.use(pages({ renderer, settings, auth, factors, browserSessions, sessionTtlSeconds: config.jwt.refreshTtlSeconds }))
 		// Every path is a route, so that a 404 or 405 passes the rate limits like any other answer.
 		.all('/*', ({ request, path }) => {
 			throw unmatchedRoute(routeTable, request.method, path)

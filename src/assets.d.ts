@@ -16,3 +16,11 @@ declare module '*.tar.gz' {
 	const path: string
 	export default path
 }
+declare module '*.mustache' {
+	const text: string
+	export default text
+}
+declare module '*.css' {
+	const text: string
+	export default text
+}

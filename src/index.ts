@@ -1,7 +1,7 @@
 #!/usr/bin/env bun
 import { parseArgs } from 'node:util'
 import packageJson from '../package.json'
-import { createApp } from './app'
+import { createApp, pageSettings } from './app'
 import { ConfigError, EnvSchema, loadConfig, type Config } from './config/env'
 import { keepDevelopmentSecrets, SecretFileError } from './config/secret-file'
 import { compilePgliteWasm, openDatabase } from './db/client'
@@ -15,6 +15,7 @@ import { BootstrapError, createAdmin, ensureActiveAdmin } from './modules/users/
 import { ensureConsoleClient } from './modules/oauth/clients'
 import { isCompiledBinary } from './runtime'
 import { MailTemplates, TemplateError } from './mail/templates'
+import { PageRenderer, PageSetupError } from './pages'
 
 const HELP = `latchkey ${packageJson.version} — accounts and authentication over a JSON API
 
@@ -155,6 +156,14 @@ async function serve(config: Config, log: Logger): Promise<number> {
 		console.error(`latchkey: configuration: ${error.message}`)
 		return EXIT.failure
 	}
+	let pageRenderer: PageRenderer
+	try {
+		pageRenderer = new PageRenderer(pageSettings(config))
+	} catch (error) {
+		if (!(error instanceof PageSetupError)) throw error
+		console.error(`latchkey: configuration: ${error.message}`)
+		return EXIT.failure
+	}
 	const dataKeys = DataKeys.from(config.dataKeys, log)
 	if (config.production && config.mail.smtpUrl === undefined)
 		log.warn('no SMTP_URL: verification, recovery and email change answer 503 mail-unavailable until one is set')
@@ -179,7 +188,7 @@ async function serve(config: Config, log: Logger): Promise<number> {
 		return superviseWorkers(config.workers, { keys, dataKeys, oauthKey }, log)
 	}
 
-	const app = createApp({ config, database, keys, oauthKey, dataKeys, log, templates }).listen({
+	const app = createApp({ config, database, keys, oauthKey, dataKeys, log, templates, pageRenderer }).listen({
 		port: config.port,
 		hostname: config.host,
 		// Workers share the port; the kernel spreads connections among them.

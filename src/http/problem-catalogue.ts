@@ -267,3 +267,18 @@ export function problemExample(kind: ProblemKind, instance: string): Problem {
 	const body = problemBody(kind, entry.example, instance, [...(entry.exampleErrors ?? [])])
 	return kind === 'internal-error' ? { ...body, requestId: EXAMPLE_ID } : body
 }
+
+/** A problem met on an HTML page: what the page shows instead of problem+json. */
+export interface PageProblem {
+	kind: ProblemKind
+	status: number
+	/** From the problem's `Retry-After`, when it has one (a lockout, a spent budget). */
+	retryAfterSeconds?: number
+	requestId: string
+}
+
+/**
+ * The HTML answer of a problem at one of the pages (given by the pages in app.ts), or undefined for any
+ * other path, which gets problem+json. The plugins here (problems, rate limits) call it; they import no page.
+ */
+export type PageProblemRenderer = (request: Request, problem: PageProblem) => Response | undefined

@@ -3,7 +3,7 @@ import { Value } from '@sinclair/typebox/value'
 import { Elysia, t, ValidationError } from 'elysia'
 import type { Logger } from '../log'
 import { isDatabaseUnavailable, sqlState } from '../db/client'
-import { problemBody, type FieldError, type ProblemKind } from './problem-catalogue'
+import { problemBody, type FieldError, type PageProblemRenderer, type ProblemKind } from './problem-catalogue'
 import { addDraftFields } from './rate-limit'
 
 // What AppError's options and ValidationFailed carry, for whoever throws them.
@@ -247,10 +247,11 @@ export function unmatchedRoute(table: RouteTable, method: string, path: string):
 
 /**
  * The single error boundary: every thrown error, Elysia's own included,
- * leaves as problem+json. Anything unexpected is logged in full and answered
- * with nothing but the request id.
+ * leaves as problem+json — or, at a page (`pageProblem`), as the page that
+ * says it. Anything unexpected is logged in full and answered with nothing
+ * but the request id.
  */
-export const problemHandler = (log: Logger, table: RouteTable, windowSeconds: number) =>
+export const problemHandler = (log: Logger, table: RouteTable, windowSeconds: number, pageProblem?: PageProblemRenderer) =>
 	new Elysia({ name: 'problems' }).onError({ as: 'global' }, ({ code, error, request, set, path }) => {
 		const requestId = String(set.headers['x-request-id'] ?? '')
 		let kind: ProblemKind = 'internal-error'
@@ -296,12 +297,21 @@ export const problemHandler = (log: Logger, table: RouteTable, windowSeconds: nu
 		}
 		const body = problemBody(kind, detail, path, errors)
 		set.status = body.status
+		const retryAfter = Number(headers['retry-after'])
+		const page = pageProblem?.(request, { kind, status: body.status, requestId, ...(Number.isFinite(retryAfter) && retryAfter > 0 ? { retryAfterSeconds: retryAfter } : {}) })
+		if (page) return withHeaders(page, { ...(set.headers as Record<string, string>), ...headers })
 		set.headers['content-type'] = 'application/problem+json'
 		Object.assign(set.headers, headers)
 		addDraftFields(set.headers, windowSeconds)
 		if (body.status === 401 && !set.headers['www-authenticate']) set.headers['www-authenticate'] = 'Bearer realm="latchkey"'
 		return kind === 'internal-error' ? { ...body, requestId } : body
 	})
+
+/** A page's response with the headers gathered for it so far (request id, limits, Allow), its own kept. */
+export function withHeaders(response: Response, headers: Record<string, string>): Response {
+	for (const [name, value] of Object.entries(headers)) if (!response.headers.has(name)) response.headers.set(name, String(value))
+	return response
+}
 
 /**
  * What the log keeps of an unexpected error: the innermost cause's name, code

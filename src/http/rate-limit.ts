@@ -3,7 +3,7 @@ import { rateLimit, type Context } from 'elysia-rate-limit'
 import type { Config } from '../config/env'
 import { clientOf } from './client-ip'
 import type { CounterStore } from '../db/counters'
-import { problemBody } from './problem-catalogue'
+import { problemBody, type PageProblemRenderer } from './problem-catalogue'
 
 /** Probes count against no budget. */
 export const PROBES = new Set(['/api/health', '/api/health/', '/api/health/ready'])
@@ -93,6 +93,8 @@ export interface RateLimitDeps {
 	exempt?: (request: Request) => boolean
 	/** Called for each refused request (metrics). */
 	onRefused?: (budget: Budget) => void
+	/** The page a refused request to one of the pages gets instead of problem+json. */
+	pageProblem?: PageProblemRenderer
 }
 
 /**
@@ -106,7 +108,7 @@ export interface RateLimitDeps {
  * 400/422 (parse and validation run before the handler hooks), and let every
  * path be a route (see `unmatchedRoute`) so 404s and 405s count as well.
  */
-export function rateLimits({ config, store, exempt = () => false, onRefused }: RateLimitDeps) {
+export function rateLimits({ config, store, exempt = () => false, onRefused, pageProblem }: RateLimitDeps) {
 	const durationMs = config.windowSeconds * 1000
 	const generator = (request: Request) => clientOf(request).key
 	const countsAgainstAuth = (request: Request) => hashing.has(request) || pathOf(request).startsWith(AUTH_PREFIX) || PROTOCOL_AUTH_PATHS.has(pathOf(request))
@@ -163,9 +165,15 @@ export function rateLimits({ config, store, exempt = () => false, onRefused }: R
 			if (limits['RateLimit-Policy']) headers.set('ratelimit-policy', limits['RateLimit-Policy'])
 			if (limits.RateLimit) headers.set('ratelimit', limits.RateLimit)
 			const retryAfter = headers.get('retry-after') ?? String(config.windowSeconds)
-			const body = problemBody('rate-limited', `Too many requests; try again in ${retryAfter} seconds`, pathOf(request))
 			// The status the log line and latchkey_http_requests_total read.
 			set.status = 429
+			const requestId = headers.get('x-request-id') ?? ''
+			const page = pageProblem?.(request, { kind: 'rate-limited', status: 429, retryAfterSeconds: Number(retryAfter), requestId })
+			if (page) {
+				for (const [name, value] of headers) if (name !== 'content-type' && !page.headers.has(name)) page.headers.set(name, value)
+				return page
+			}
+			const body = problemBody('rate-limited', `Too many requests; try again in ${retryAfter} seconds`, pathOf(request))
 			return new Response(JSON.stringify(body), { status: 429, headers })
 		})
 }

@@ -25,7 +25,14 @@ export interface SecurityOptions {
 	 * no negotiation or media type checks, and the body is handed on unread (bytes) within the size limit.
 	 */
 	passThrough?: (pathname: string) => boolean
+	/**
+	 * The pages (/sign-in, /account, their stylesheets): HTML, no JSON negotiation, and a body is an HTML
+	 * form (application/x-www-form-urlencoded), read into an object of strings, rather than JSON.
+	 */
+	pagePaths?: ReadonlySet<string>
 }
+
+const FORM_TYPE = 'application/x-www-form-urlencoded'
 
 const hasBody = (request: Request) => {
 	const length = request.headers.get('content-length')
@@ -51,7 +58,7 @@ export const responseHeaders = ({ htmlPaths }: Pick<SecurityOptions, 'htmlPaths'
 	})
 
 /** What the door refuses a request for, before its body is read: 406, 400 (the query), 415, 413 (Content-Length). */
-function doorProblem(request: Request, { bodyLimitBytes, htmlPaths, textPaths = new Set(), passThrough }: SecurityOptions): AppError | undefined {
+function doorProblem(request: Request, { bodyLimitBytes, htmlPaths, textPaths = new Set(), passThrough, pagePaths = new Set() }: SecurityOptions): AppError | undefined {
 	if (request.method === 'OPTIONS') return undefined
 	const url = new URL(request.url)
 	if (passThrough?.(url.pathname)) {
@@ -60,7 +67,8 @@ function doorProblem(request: Request, { bodyLimitBytes, htmlPaths, textPaths = 
 		return undefined
 	}
 	const accept = request.headers.get('accept')
-	const json = !htmlPaths.has(url.pathname) && !textPaths.has(url.pathname)
+	const page = pagePaths.has(url.pathname)
+	const json = !htmlPaths.has(url.pathname) && !textPaths.has(url.pathname) && !page
 	if (json && accept && !new Negotiator({ headers: { accept } }).mediaType(JSON_TYPES))
 		return new AppError('not-acceptable', 'This API only produces application/json and application/problem+json')
 	// PostgreSQL text cannot hold NUL; refuse it here rather than fail in the database.
@@ -73,8 +81,8 @@ function doorProblem(request: Request, { bodyLimitBytes, htmlPaths, textPaths = 
 			errors: repeated.slice(0, 20).map((name) => ({ pointer: memberPointer('#', name), code: 'duplicate', detail: 'must be given at most once' })),
 		})
 	if (BODY_METHODS.has(request.method) && hasBody(request)) {
-		if (mediaType(request.headers.get('content-type')) !== 'application/json')
-			return new AppError('unsupported-media-type', 'Send the request body as application/json')
+		if (mediaType(request.headers.get('content-type')) !== (page ? FORM_TYPE : 'application/json'))
+			return new AppError('unsupported-media-type', page ? `Send the form as ${FORM_TYPE}` : 'Send the request body as application/json')
 		if (Number(request.headers.get('content-length') ?? 0) > bodyLimitBytes)
 			return new AppError('payload-too-large', `The request body exceeds ${bodyLimitBytes} bytes`)
 	}
@@ -107,6 +115,7 @@ export const requestChecks = (options: SecurityOptions) =>
 				throw new AppError('payload-too-large', `The request body exceeds ${options.bodyLimitBytes} bytes`)
 			if (options.passThrough?.(new URL(request.url).pathname)) return bytes
 			if (bytes.byteLength === 0) return undefined
+			if (options.pagePaths?.has(new URL(request.url).pathname)) return readForm(bytes)
 			let body: unknown
 			try {
 				body = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes)) as unknown
@@ -122,6 +131,22 @@ export const requestChecks = (options: SecurityOptions) =>
 			if (refused) throw refused
 		})
 		.as('global')
+
+/** A page's form: its fields as strings (a repeated name keeps its last value), with no NUL in any. */
+function readForm(bytes: ArrayBuffer): Record<string, string> {
+	let text: string
+	try {
+		text = new TextDecoder('utf-8', { fatal: true }).decode(bytes)
+	} catch {
+		throw new AppError('bad-request', 'The form is not valid UTF-8')
+	}
+	const fields: Record<string, string> = Object.create(null)
+	for (const [name, value] of new URLSearchParams(text)) {
+		if (name.includes('\u0000') || value.includes('\u0000')) throw new AppError('bad-request', 'The form must not contain NUL characters')
+		fields[name] = value
+	}
+	return fields
+}
 
 /** The JSON Pointer (as a URI fragment) of a member of the value at `parent`. */
 const memberPointer = (parent: string, key: string) => `${parent}/${key.replaceAll('~', '~0').replaceAll('/', '~1')}`

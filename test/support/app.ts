@@ -62,7 +62,7 @@ export interface TestApp {
 export async function startTestApp(
 	env: Record<string, string> = {},
 	database?: TestDatabase,
-	extra: Pick<AppDeps, 'counters' | 'peerAddress' | 'resolveHost'> = {},
+	extra: Pick<AppDeps, 'counters' | 'peerAddress' | 'resolveHost' | 'pageRenderer'> = {},
 ): Promise<TestApp> {
 	const db = database ?? (await createTestDatabase())
 	const config = loadConfig({ ...TEST_ENV, ...env })

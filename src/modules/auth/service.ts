@@ -8,7 +8,7 @@ import { isLoginLocked, type LoginLockout, type PasswordAttempt } from './lockou
 import type { PasswordHasher } from './password'
 import { recordWebhookEvents } from '../webhooks/outbox'
 import { issueTokenPair, PASSWORD_ONLY, revokeUserSessions, sessionEvent, type Caller, type ClientInfo, type Queryable, type SessionAssurance } from './sessions'
-import { emailNotVerified, holdCredentials, recordLoginLocked, type IssuedSession, type SecondFactorOwed, type SignIn } from './sign-in'
+import { emailNotVerified, holdCredentials, recordLoginLocked, type BrowserBinding, type IssuedSession, type SecondFactorOwed, type SignIn } from './sign-in'
 import { hashRefreshToken } from './tokens'
 
 export interface AuthServiceDeps {
@@ -46,9 +46,10 @@ export class AuthService {
 	 * lockout before the hash is computed, and what it verified is held by
 	 * `holdCredentials` while the session is written: a password change (or
 	 * email change, or deactivation) that lands between the check and the
-	 * session makes this login fail rather than outlive the change.
+	 * session makes this login fail rather than outlive the change. The pages' sign-in passes `browser`: the
+	 * session is then also the browser's (its cookie's digest), and the token pair is not handed out.
 	 */
-	async login(email: string, password: string, client: ClientInfo): Promise<IssuedSession | SecondFactorOwed> {
+	async login(email: string, password: string, client: ClientInfo, browser?: BrowserBinding): Promise<IssuedSession | SecondFactorOwed> {
 		const normalized = normalizeEmail(email)
 		const { db, hasher, signIn } = this.deps
 		const attempt = await this.reserveAttempt(normalized, client)
@@ -71,7 +72,7 @@ export class AuthService {
 				await this.deps.audit.record('login.mfa-required', client, { subjectId: user.id, details: { methods: methods.join(' ') } })
 				return signIn.secondFactorOwed(user, PASSWORD_ONLY, methods)
 			}
-			const issued = user && owed && 'session' in owed ? await this.startCheckedSession(user, password, client, owed.session) : undefined
+			const issued = user && owed && 'session' in owed ? await this.startCheckedSession(user, password, client, owed.session, browser) : undefined
 			if (!user || !issued) {
 				const reason = !user ? 'unknown-email' : !valid ? 'wrong-password' : user.status !== 'active' ? 'deactivated' : 'credentials-changed'
 				await this.recordFailure(attempt, client, { email: normalized, subjectId: user?.id, reason })
@@ -87,11 +88,11 @@ export class AuthService {
 	}
 
 	/** The session of a login whose password was right; undefined when the account changed since it was read. */
-	private async startCheckedSession(user: UserRow, password: string, client: ClientInfo, assurance: SessionAssurance) {
+	private async startCheckedSession(user: UserRow, password: string, client: ClientInfo, assurance: SessionAssurance, browser?: BrowserBinding) {
 		const { hasher } = this.deps
 		// Hashes made with other parameters are replaced now, while the password is known; never inside the transaction.
 		const upgradedHash = user.passwordHash && hasher.needsRehash(user.passwordHash) ? await hasher.hash(password) : undefined
-		return this.deps.signIn.startWithPassword(user, upgradedHash, assurance, client)
+		return this.deps.signIn.startWithPassword(user, upgradedHash, assurance, client, browser)
 	}
 
 	/**

@@ -22,6 +22,15 @@ export interface SessionAssurance {
 	enrollmentOnly: boolean
 }
 
+/**
+ * What ties a session started at the pages to a browser: the digest of its cookie's opaque value (the
+ * cookie `__Host-latchkey-session`), and the OAuth client whose authorization request led there, if one did.
+ */
+export interface BrowserBinding {
+	browserTokenHash: string
+	clientId?: string
+}
+
 export const PASSWORD_ONLY: SessionAssurance = { amr: ['pwd'], aal: 'aal1', enrollmentOnly: false }
 /**
  * A sign-in at an identity provider: RFC 8176 has no value for "federated", and what the provider did (a
@@ -82,6 +91,7 @@ export async function startSession(
 	refreshTtlSeconds: number,
 	sessionsPerUserMax: number,
 	assurance: SessionAssurance = PASSWORD_ONLY,
+	browser?: BrowserBinding,
 ): Promise<{ session: SessionRow; refreshToken: string; accessTokenId: string; evictedSessionIds: string[] }> {
 	if (sessionsPerUserMax > 0)
 		await db.execute(sql`select pg_advisory_xact_lock(${SESSION_CAP_LOCK_SPACE}::int, ${userLockKey(userId)}::int)`)
@@ -97,6 +107,7 @@ export async function startSession(
 			ip: client.ip,
 			userAgent: client.userAgent?.slice(0, 512) ?? null,
 			...assurance,
+			...(browser ? { browserTokenHash: browser.browserTokenHash, clientId: browser.clientId ?? null } : {}),
 		})
 		.returning()
 	if (!session) throw new Error('session insert returned no row')

@@ -8,7 +8,9 @@ import type { AuditLog, ClientInfo } from '../audit/service'
 import { toUserResource } from '../users/model'
 import { recordWebhookEvents } from '../webhooks/outbox'
 import type { authGuard } from './guard'
-import { issueTokenPair, mustHaveFactor, startSession, type Caller, type Queryable, type SessionAssurance } from './sessions'
+import { issueTokenPair, mustHaveFactor, startSession, type BrowserBinding, type Caller, type Queryable, type SessionAssurance } from './sessions'
+
+export type { BrowserBinding }
 
 /**
  * The one road every way of signing in ends on: a password here (auth/service.ts), a second factor or a
@@ -100,11 +102,18 @@ export class SignIn {
 	/**
 	 * The session of a password checked here, in one transaction with `holdCredentials` (see there), writing
 	 * `upgradedHash` over the hash that was checked. Undefined when the account changed since it was read.
+	 * With `browser`, the session is also the browser's behind the pages' cookie (pages/browser-sessions.ts).
 	 */
-	async startWithPassword(user: UserRow, upgradedHash: string | undefined, assurance: SessionAssurance, client: ClientInfo): Promise<IssuedSession | undefined> {
+	async startWithPassword(
+		user: UserRow,
+		upgradedHash: string | undefined,
+		assurance: SessionAssurance,
+		client: ClientInfo,
+		browser?: BrowserBinding,
+	): Promise<IssuedSession | undefined> {
 		const { db, refreshTtlSeconds, sessionsPerUserMax } = this.deps
 		const started = await db.transaction(async (tx) =>
-			(await holdCredentials(tx, user, upgradedHash)) ? startSession(tx, user.id, client, refreshTtlSeconds, sessionsPerUserMax, assurance) : undefined,
+			(await holdCredentials(tx, user, upgradedHash)) ? startSession(tx, user.id, client, refreshTtlSeconds, sessionsPerUserMax, assurance, browser) : undefined,
 		)
 		return started && { user, sessionId: started.session.id, refreshToken: started.refreshToken, accessTokenId: started.accessTokenId, assurance, authenticatedAt: started.session.authenticatedAt }
 	}
@@ -113,7 +122,7 @@ export class SignIn {
 	 * The session of a sign-in finished by other means than a password here (a second factor, a passkey, a
 	 * provider, a code by mail): on the account as it was when the sign-in began (same credentials version, still active), and
 	 * only if `spend` (the code, token or counter the proof used) is still unspent. Undefined when either
-	 * fails: nothing is written.
+	 * fails: nothing is written. With `browser`, the session is also the browser's behind the pages' cookie.
 	 */
 	async start(
 		userId: string,
@@ -121,6 +130,7 @@ export class SignIn {
 		assurance: SessionAssurance,
 		client: ClientInfo,
 		spend: (tx: Queryable) => Promise<boolean>,
+		browser?: BrowserBinding,
 	): Promise<IssuedSession | undefined> {
 		const { db, refreshTtlSeconds, sessionsPerUserMax, requireVerifiedEmail } = this.deps
 		const abandoned = Symbol('abandoned')
@@ -135,7 +145,7 @@ export class SignIn {
 				// A proof by mail proves the address as it is spent (a code sign-in): an unproved one is read again.
 				const [user = found] = found.emailVerifiedAt === null ? await tx.select().from(users).where(eq(users.id, found.id)) : [found]
 				if (requireVerifiedEmail && user.emailVerifiedAt === null) throw emailNotVerified()
-				const started = await startSession(tx, user.id, client, refreshTtlSeconds, sessionsPerUserMax, assurance)
+				const started = await startSession(tx, user.id, client, refreshTtlSeconds, sessionsPerUserMax, assurance, browser)
 				return { user, sessionId: started.session.id, refreshToken: started.refreshToken, accessTokenId: started.accessTokenId, assurance, authenticatedAt: started.session.authenticatedAt }
 			})
 		} catch (error) {

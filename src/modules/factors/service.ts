@@ -17,7 +17,7 @@ import type { Logger } from '../../log'
 import type { WayInNotices } from '../../mail/notices'
 import type { AuditLog, ClientInfo } from '../audit/service'
 import type { LoginLockout, PasswordAttempt } from '../auth/lockout'
-import { finishedAmr, recordLoginLocked, type IssuedSession, type MfaMethod, type SecondFactors, type SignIn } from '../auth/sign-in'
+import { finishedAmr, recordLoginLocked, type BrowserBinding, type IssuedSession, type MfaMethod, type SecondFactors, type SignIn } from '../auth/sign-in'
 import { requireRecentAuthentication, type Caller, type Queryable, type SessionAssurance } from '../auth/sessions'
 import { provenanceAal } from '../auth/ways-in'
 import { hashMfaToken, hashRecoveryCode, newMfaToken, newRecoveryCode, RECOVERY_CODE_COUNT } from './codes'
@@ -346,11 +346,12 @@ export class FactorsService {
 	/**
 	 * Completes a login that owes a second factor. The token's try is reserved before the code is looked at
 	 * (so parallel guesses cannot exceed MFA_TOKEN_TRIES), then the account's lockout; a right code spends the
-	 * token, the code (TOTP step, recovery code, counter) and starts the session in one transaction.
+	 * token, the code (TOTP step, recovery code, counter) and starts the session in one transaction (the browser's too, from the pages).
 	 */
 	async completeMfa(
 		input: { mfaToken: string; method: MfaMethod; code?: string; response?: AuthenticationResponseJSON },
 		client: ClientInfo,
+		browser?: BrowserBinding,
 	): Promise<IssuedSession> {
 		const { db, lockout, audit } = this.deps
 		const [token] = await db
@@ -382,6 +383,7 @@ export class FactorsService {
 						{ amr: finishedAmr(token.amr, proof.method), aal: 'aal2', enrollmentOnly: false },
 						client,
 						async (tx) => (await proof.spend(tx)) && (await spendMfaToken(tx, token.id)),
+						browser,
 					)
 				: undefined
 			if (!issued) {

@@ -1,0 +1,234 @@
+/**
+ * The pages as a person uses them: a real Chromium (Debian's, at /usr/bin/chromium; .ci/run installs it),
+ * with the keyboard alone, checked by axe-core at 320 px and 1280 px, in light and dark, under the pages'
+ * own Content-Security-Policy. Screenshots land in test-artifacts/pages/.
+ */
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
+import { mkdirSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core'
+import { PageRenderer } from '../src/pages'
+import { startTestApp, type TestApp } from './support/app'
+import { awayFromStepBoundary, enrollTotp, totpCode } from './support/factors'
+import { PASSWORD, signUp, type Account } from './support/fixtures'
+
+// Each file sets its own default: bun applies setDefaultTimeout to the file that calls it.
+setDefaultTimeout(60_000)
+
+const LOGO = '<svg xmlns="http://www.w3.org/2000/svg" width="160" height="40" viewBox="0 0 160 40"><rect width="40" height="40" rx="8" fill="#0f766e"/><text x="50" y="27" font-family="sans-serif" font-size="20" fill="#0f766e">Acme</text></svg>'
+const ARTIFACTS = join(import.meta.dir, '..', 'test-artifacts', 'pages')
+const AXE_SOURCE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8')
+
+let t: TestApp
+let server: ReturnType<TestApp['app']['listen']>
+let browser: Browser
+let base: string
+
+beforeAll(async () => {
+	t = await startTestApp()
+	server = t.app.listen({ port: 0, hostname: '127.0.0.1' })
+	base = `http://127.0.0.1:${server.server?.port}`
+	browser = await chromium.launch({
+		executablePath: '/usr/bin/chromium',
+		args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking'],
+	})
+	mkdirSync(ARTIFACTS, { recursive: true })
+})
+afterAll(async () => {
+	await browser?.close()
+	await server?.stop()
+	await t?.close()
+})
+
+const activeId = (page: Page) => page.evaluate('document.activeElement?.id')
+const activeText = (page: Page) => page.evaluate('document.activeElement?.textContent')
+
+/** A page that records what the policy refused and any script error, and reaches nothing beyond this machine. */
+async function openPage(context: BrowserContext): Promise<{ page: Page; violations: string[] }> {
+	const page = await context.newPage()
+	const violations: string[] = []
+	page.on('console', (message) => {
+		if (/Content Security Policy|Refused to/i.test(message.text())) violations.push(message.text())
+	})
+	page.on('pageerror', (error) => violations.push(error.message))
+	await page.route('**/*', (route) => (new URL(route.request().url()).hostname === '127.0.0.1' ? route.continue() : route.abort('blockedbyclient')))
+	return { page, violations }
+}
+
+/**
+ * axe-core's serious and critical violations of the page as it is. Its source is evaluated through the
+ * DevTools protocol, which the page's CSP does not govern (an injected <script> tag would be refused, as
+ * it should be): the page stays under its own policy while it is checked.
+ */
+async function seriousViolations(page: Page): Promise<string[]> {
+	await page.evaluate(AXE_SOURCE)
+	expect(await page.evaluate('typeof window.axe')).toBe('object')
+	const results = (await page.evaluate("axe.run(document, { resultTypes: ['violations'] })")) as {
+		violations: Array<{ id: string; impact: string; nodes: Array<{ target: string[] }> }>
+	}
+	return results.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`)
+}
+
+describe('with the keyboard alone', () => {
+	test('sign in (Tab, Enter), land on the account, sign out', async () => {
+		const account = await signUp(t)
+		const context = await browser.newContext({ viewport: { width: 1280, height: 800 } })
+		const { page, violations } = await openPage(context)
+		await page.goto(`${base}/sign-in`)
+		// The email field has the focus on arrival.
+		expect(await activeId(page)).toBe('email')
+		await page.keyboard.type(account.email)
+		await page.keyboard.press('Tab')
+		expect(await activeId(page)).toBe('password')
+		await page.keyboard.type(PASSWORD)
+		await page.keyboard.press('Tab')
+		expect(await activeText(page)).toBe('Sign in')
+		await Promise.all([page.waitForURL(`${base}/account`), page.keyboard.press('Enter')])
+		expect(await page.textContent('main')).toContain(`Signed in as ${account.email}`)
+
+		// The session cookie is the browser's, HttpOnly: no script reads it.
+		const cookies = await context.cookies(base)
+		const session = cookies.find((c) => c.name === '__Host-latchkey-session')
+		expect(session).toMatchObject({ httpOnly: true, secure: true, sameSite: 'Lax', path: '/' })
+		expect(await page.evaluate('document.cookie')).toBe('')
+
+		// Tab reaches the sign-out button; a visible focus ring is drawn.
+		let focused = ''
+		for (let i = 0; i < 5 && focused !== 'Sign out'; i++) {
+			await page.keyboard.press('Tab')
+			focused = String(await activeText(page))
+		}
+		expect(focused).toBe('Sign out')
+		expect(await page.evaluate('getComputedStyle(document.activeElement).outlineStyle')).toBe('solid')
+		await Promise.all([page.waitForURL(`${base}/sign-out`), page.keyboard.press('Enter')])
+		expect(await page.textContent('h1')).toBe('You are signed out')
+		expect((await context.cookies(base)).some((c) => c.name === '__Host-latchkey-session')).toBe(false)
+		expect(violations).toEqual([])
+		await context.close()
+	})
+
+	test('a wrong password puts the focus on the problem; the second factor is typed and sent with Enter', async () => {
+		const account = await signUp(t)
+		const { secret } = await enrollTotp(t, account)
+		const context = await browser.newContext({ viewport: { width: 320, height: 640 } })
+		const { page, violations } = await openPage(context)
+		await page.goto(`${base}/sign-in?return_to=%2Faccount`)
+		await page.keyboard.type(account.email)
+		await page.keyboard.press('Tab')
+		await page.keyboard.type('not the password')
+		await Promise.all([page.waitForLoadState('load'), page.keyboard.press('Enter')])
+		await page.waitForSelector('#error-summary')
+		expect(await activeId(page)).toBe('error-summary')
+		expect(await page.inputValue('#email')).toBe(account.email)
+
+		// Tab from the problem to the email (kept), on to the password.
+		await page.keyboard.press('Tab')
+		await page.keyboard.press('Tab')
+		expect(await activeId(page)).toBe('password')
+		await page.keyboard.type(PASSWORD)
+		await Promise.all([page.waitForURL(`${base}/sign-in?return_to=%2Faccount`), page.keyboard.press('Enter')])
+		await page.waitForSelector('#code')
+		expect(await activeId(page)).toBe('code')
+		await awayFromStepBoundary()
+		await page.keyboard.type(totpCode(secret, 1))
+		await Promise.all([page.waitForURL(`${base}/account`), page.keyboard.press('Enter')])
+		expect(await page.textContent('main')).toContain(`Signed in as ${account.email}`)
+		expect(violations).toEqual([])
+		await context.close()
+	})
+})
+
+describe('axe-core finds no serious or critical violation', () => {
+	const states: Array<{ width: number; scheme: 'light' | 'dark' }> = [
+		{ width: 320, scheme: 'light' },
+		{ width: 320, scheme: 'dark' },
+		{ width: 1280, scheme: 'light' },
+		{ width: 1280, scheme: 'dark' },
+	]
+	for (const { width, scheme } of states)
+		test(`on every page and state at ${width} px, ${scheme}`, async () => {
+			const account: Account = await signUp(t)
+			const { secret } = await enrollTotp(t, account)
+			const context = await browser.newContext({ viewport: { width, height: width < 400 ? 640 : 800 }, colorScheme: scheme })
+			const { page, violations } = await openPage(context)
+			const found: Record<string, string[]> = {}
+			const check = async (name: string) => {
+				await page.screenshot({ path: join(ARTIFACTS, `${name}-${width}-${scheme}.png`), fullPage: true })
+				found[name] = await seriousViolations(page)
+			}
+
+			await page.goto(`${base}/sign-in`)
+			await check('sign-in')
+			await page.fill('#email', account.email)
+			await page.fill('#password', 'not the password')
+			await Promise.all([page.waitForLoadState('load'), page.click('button[type=submit]')])
+			await page.waitForSelector('#error-summary')
+			await check('sign-in-error')
+			await page.fill('#password', PASSWORD)
+			await Promise.all([page.waitForLoadState('load'), page.click('button[type=submit]')])
+			await page.waitForSelector('#code')
+			await check('second-factor')
+			await page.fill('#code', '000000' === totpCode(secret) ? '111111' : '000000')
+			await Promise.all([page.waitForLoadState('load'), page.click('button[type=submit]')])
+			await page.waitForSelector('#error-summary')
+			await check('second-factor-error')
+			await awayFromStepBoundary()
+			await page.fill('#code', totpCode(secret, 1))
+			await Promise.all([page.waitForURL(`${base}/account`), page.click('button[type=submit]')])
+			await check('account')
+			await page.goto(`${base}/sign-out`)
+			await check('sign-out-confirm')
+			await Promise.all([page.waitForURL(`${base}/sign-out`), page.click('button[type=submit]')])
+			await page.waitForSelector('text=You are signed out')
+			await check('signed-out')
+
+			// Nothing reaches past the page's edge at 320 px.
+			expect(await page.evaluate('document.documentElement.scrollWidth <= window.innerWidth')).toBe(true)
+			expect(found).toEqual({ 'sign-in': [], 'sign-in-error': [], 'second-factor': [], 'second-factor-error': [], account: [], 'sign-out-confirm': [], 'signed-out': [] })
+			expect(violations).toEqual([])
+			await context.close()
+		})
+})
+
+test('branded: the logo loads from its origin under the policy, the brand colour reads in light and dark', async () => {
+	const branded = await startTestApp({}, undefined, {
+		pageRenderer: new PageRenderer({ appName: 'Acme Notes', brandColor: '#0f766e', brandLogoUrl: 'https://cdn.acme.test/logo.svg' }),
+	})
+	const brandedServer = branded.app.listen({ port: 0, hostname: '127.0.0.1' })
+	const origin = `http://127.0.0.1:${brandedServer.server?.port}`
+	try {
+		for (const { width, scheme } of [{ width: 320, scheme: 'dark' }, { width: 1280, scheme: 'light' }] as const) {
+			const context = await browser.newContext({ viewport: { width, height: 700 }, colorScheme: scheme })
+			const { page, violations } = await openPage(context)
+			await page.route('https://cdn.acme.test/logo.svg', (route) => route.fulfill({ contentType: 'image/svg+xml', body: LOGO }))
+			await page.goto(`${origin}/sign-in`)
+			await page.fill('#email', 'someone@example.test')
+			await page.fill('#password', 'not the password')
+			await Promise.all([page.waitForLoadState('load'), page.click('button[type=submit]')])
+			await page.waitForSelector('#error-summary')
+			expect(await page.evaluate("document.querySelector('img.logo').naturalWidth > 0")).toBe(true)
+			expect(await page.evaluate("getComputedStyle(document.querySelector('button')).backgroundColor")).toBe('rgb(15, 118, 110)')
+			await page.screenshot({ path: join(ARTIFACTS, `branded-${width}-${scheme}.png`), fullPage: true })
+			expect(await seriousViolations(page)).toEqual([])
+			expect(violations).toEqual([])
+			await context.close()
+		}
+	} finally {
+		await brandedServer.stop()
+		await branded.close()
+	}
+})
+
+test('the policy is enforced: an injected inline script does not run', async () => {
+	const context = await browser.newContext()
+	const { page } = await openPage(context)
+	await page.goto(`${base}/sign-in`)
+	const ran = await page.evaluate(`(() => {
+		const script = document.createElement('script')
+		script.textContent = 'window.__injected = true'
+		document.body.append(script)
+		return window.__injected === true
+	})()`)
+	expect(ran).toBe(false)
+	await context.close()
+})
