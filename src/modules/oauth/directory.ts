@@ -8,10 +8,8 @@ import type { BrowserSession, BrowserSessions } from './provider'
 
 /*
  * What the provider reads of Latchkey's own records: clients (as the library's metadata), their secrets'
- * digests, remembered consents, and the browser session behind the pages' cookie.
+ * digests, and remembered consents.
  */
-
-export const BROWSER_SESSION_COOKIE = '__Host-latchkey-session'
 
 const LOOPBACK = /^http:\/\/(127\.0\.0\.1|\[::1\]|localhost)(:\d+)?\//
 
@@ -76,27 +74,4 @@ export class OAuthDirectory {
 			.limit(1)
 		return consent?.scopes ?? []
 	}
-}
-
-/** The browser session behind the pages' cookie, if it is live (not revoked, not expired, its account active). */
-export const browserSessionsOf = (db: Database): BrowserSessions => ({
-	async current(request: Request): Promise<BrowserSession | undefined> {
-		const value = cookieValue(request.headers.get('cookie'), BROWSER_SESSION_COOKIE)
-		if (!isOpaqueToken(value)) return undefined
-		const [session] = await db
-			.select({ sessionId: sessions.id, userId: sessions.userId, amr: sessions.amr, aal: sessions.aal, authenticatedAt: sessions.authenticatedAt })
-			.from(sessions)
-			.innerJoin(users, eq(users.id, sessions.userId))
-			.where(and(eq(sessions.browserTokenHash, digestOf(value)), isNull(sessions.revokedAt), gt(sessions.expiresAt, sql`now()`), eq(users.status, 'active')))
-			.limit(1)
-		return session
-	},
-})
-
-function cookieValue(header: string | null, name: string): string | undefined {
-	for (const part of (header ?? '').split(';')) {
-		const equals = part.indexOf('=')
-		if (equals > 0 && part.slice(0, equals).trim() === name) return part.slice(equals + 1).trim()
-	}
-	return undefined
 }
