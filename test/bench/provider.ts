@@ -201,7 +201,7 @@ export async function providerSection<M extends LoadResult, R>(bench: ProviderBe
 		const verifier = opaque()
 		const challenge = createHash('sha256').update(verifier).digest('base64url')
 		let requestNumber = 0
-		const authorizationUrl = (params: Record<string, string>) =>
+		const authorizationUrl = (params: Record<string, string>, state = `s${requestNumber++}`) =>
 			`${url}/oauth2/authorization?${new URLSearchParams({
 				client_id: CLIENT_ID,
 				redirect_uri: REDIRECT_URI,
@@ -209,21 +209,24 @@ export async function providerSection<M extends LoadResult, R>(bench: ProviderBe
 				scope: 'openid email profile',
 				code_challenge: challenge,
 				code_challenge_method: 'S256',
-				state: `s${requestNumber}`,
-				nonce: `n${requestNumber++}`,
+				state,
+				nonce: `n-${state}`,
 				prompt: 'none',
 				...params,
 			})}`
 
 		/** One signed-in browser's `prompt=none` request: a 303 to the redirect URI with a code. */
 		const sso = async (browser: Browser): Promise<string> => {
-			const response = await browser.get(authorizationUrl({}))
+			const state = `s${requestNumber++}`
+			const response = await browser.get(authorizationUrl({}, state))
 			const location = response.headers.get('location')
 			await response.arrayBuffer()
 			if (response.status !== 303 || !location) throw new Error(`authorization ${response.status}`)
 			const callback = new URL(location)
 			const code = callback.searchParams.get('code')
-			if (!code || !location.startsWith(REDIRECT_URI)) throw new Error(`authorization 303 error=${callback.searchParams.get('error') ?? callback.pathname}`)
+			if (!code || !location.startsWith(`${REDIRECT_URI}?`)) throw new Error(`authorization 303 error=${callback.searchParams.get('error') ?? callback.pathname}`)
+			// RFC 9207: the answer names its issuer; and it is the answer to this request.
+			if (callback.searchParams.get('iss') !== url || callback.searchParams.get('state') !== state) throw new Error('authorization 303 with the wrong iss or state')
 			return code
 		}
 
