@@ -4,11 +4,15 @@
  * then called over TCP. Run with `bun test ./test/binary.e2e.ts` after building.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
+import { createHash } from 'node:crypto'
 import { readdirSync } from 'node:fs'
 import { join } from 'node:path'
 import packageJson from '../package.json'
 import { bareEnv as bareEnvIn, binaryFolder, jsonPost as json, startBinary, type BinaryFolder } from './support/binary'
+import { digestOf, newOpaqueToken } from '../src/crypto/opaque-tokens'
+import { sessions } from '../src/db/schema'
 import { createTestDatabase, TEST_DATABASE_URL, type TestDatabase } from './support/database'
+import { REDIRECT_URI, registerClient } from './support/oauth'
 
 // Each file sets its own default: bun applies setDefaultTimeout to the file that calls it.
 setDefaultTimeout(30_000)
@@ -89,5 +93,53 @@ describe('the compiled binary', () => {
 			}
 			expect(await server.process.exited).toBe(0)
 		})
+
+		test('issues an ID token for a signed-in browser\'s code (the bundle keeps the class names oidc-provider reads)', async () => {
+			const port = await freePort()
+			const issuer = `http://127.0.0.1:${port}`
+			const server = await start({ DATABASE_URL: database.url ?? '', PORT: String(port), PUBLIC_URL: issuer })
+			try {
+				const email = `bin-oauth-${Date.now()}@example.test`
+				const created = await fetch(`${server.base}/api/users`, json({ email, password: 'a long enough passphrase' }))
+				expect(created.status).toBe(201)
+				const userId = ((await created.json()) as { data: { id: string } }).data.id
+				const client = await registerClient({ database }, { type: 'confidential', firstParty: true })
+				const cookie = newOpaqueToken()
+				await database.handle.db.insert(sessions).values({ id: Bun.randomUUIDv7(), userId, expiresAt: new Date(Date.now() + 3_600_000), browserTokenHash: digestOf(cookie) })
+				const verifier = newOpaqueToken()
+				const query = new URLSearchParams({
+					client_id: client.clientId,
+					redirect_uri: REDIRECT_URI,
+					response_type: 'code',
+					scope: 'openid email',
+					code_challenge: createHash('sha256').update(verifier).digest('base64url'),
+					code_challenge_method: 'S256',
+					prompt: 'none',
+				})
+				const authorized = await fetch(`${issuer}/oauth2/authorization?${query}`, { headers: { cookie: `__Host-latchkey-session=${cookie}` }, redirect: 'manual' })
+				expect(authorized.status).toBe(303)
+				const code = new URL(authorized.headers.get('location') ?? '').searchParams.get('code')
+				expect(code).toBeString()
+				const exchanged = await fetch(`${issuer}/oauth2/token`, {
+					method: 'POST',
+					headers: { authorization: `Basic ${btoa(`${client.clientId}:${client.clientSecret}`)}`, 'content-type': 'application/x-www-form-urlencoded' },
+					body: new URLSearchParams({ grant_type: 'authorization_code', code: code ?? '', redirect_uri: REDIRECT_URI, code_verifier: verifier }),
+				})
+				expect(exchanged.status).toBe(200)
+				const tokens = (await exchanged.json()) as { id_token: string }
+				const claims = JSON.parse(Buffer.from(tokens.id_token.split('.')[1] ?? '', 'base64url').toString()) as Record<string, unknown>
+				expect(claims).toMatchObject({ iss: issuer, sub: userId, aud: client.clientId, acr: 'aal1' })
+			} finally {
+				server.process.kill('SIGTERM')
+			}
+			expect(await server.process.exited).toBe(0)
+		})
 	}
 })
+
+async function freePort(): Promise<number> {
+	const probe = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response() })
+	const port = probe.port as number
+	await probe.stop(true)
+	return port
+}

@@ -72,6 +72,9 @@ async function forgetSessions(url: string) {
 	try {
 		// Provider flows and codes name the session that links them: they go with it.
 		await sql`truncate refresh_tokens, sessions, audit_events, oidc_flows, sign_in_codes`
+		// The OpenID Provider's records (codes, tokens, grants, its sessions), once the schema has them.
+		const [provider] = await sql<{ exists: boolean }[]>`select to_regclass('oauth_artifacts') is not null as exists`
+		if (provider?.exists) await sql`truncate oauth_artifacts`
 	} finally {
 		await sql.end()
 	}

@@ -7,7 +7,7 @@
  *   bun run bench [--users 1000000] [--seconds 10] [--connections 50] [--reseed]
  *                 [--memory-requests 100000] [--memory-round 50000] [--logout-pool 300] [--skip-build]
  *                 [--server postgres://postgres@127.0.0.1:5432/postgres] [--database latchkey_bench]
- *                 [--mail-count 2000] [--only login-read|mail|mfa|oidc|webhooks|memory] [--memory-speed 0]
+ *                 [--mail-count 2000] [--only login-read|mail|mfa|oidc|webhooks|provider|memory] [--memory-speed 0]
  *
  * `--only login-read` runs the first two scenarios alone (login against the hashing limit, the
  * authenticated read against the bare handlers): the two figures a change must keep, in two minutes
@@ -17,7 +17,8 @@
  * `--memory-speed <seconds>`, the login and read rates on the embedded database; it needs no seeded database.
  * `--only mail` runs the mail section alone (test/bench/mail.ts), `--only mfa` the second-factor one
  * (test/bench/mfa.ts), `--only oidc` the identity-provider one (test/bench/oidc.ts), `--only webhooks` the
- * webhook one (test/bench/webhooks.ts), with no start-up,
+ * webhook one (test/bench/webhooks.ts), `--only provider` the OpenID Provider one (test/bench/provider.ts:
+ * single sign-on, code exchange, refresh, userinfo), with no start-up,
  * hashing or other scenario.
  *
  * Speed goals live here and only here; `bun test` never times anything.
@@ -33,6 +34,7 @@ import { cpuSeconds, rssMiB, RssWatch } from './proc'
 import { describeMail, mailSection, type MailFigures } from './mail'
 import { describeMfa, mfaSection, type MfaFigures } from './mfa'
 import { describeOidc, oidcSection, type OidcFigures } from './oidc'
+import { describeProvider, providerSection, type ProviderFigures } from './provider'
 import { describeWebhooks, webhookSection, type WebhookFigures } from './webhooks'
 import { measureStartups, type StartupFigures } from './startup'
 import { describeMemory, measureMemory, type MemoryFigures } from './memory'
@@ -85,7 +87,7 @@ const MEMORY_ROUND = args['memory-round'] === undefined ? Math.ceil(MEMORY_REQUE
 const LOGOUT_POOL = whole('logout-pool', 10)
 /** Mails the outbox scenario queues at once. */
 const MAIL_COUNT = whole('mail-count', 10)
-const SECTIONS = ['mail', 'mfa', 'oidc', 'webhooks'] as const
+const SECTIONS = ['mail', 'mfa', 'oidc', 'webhooks', 'provider'] as const
 type Section = (typeof SECTIONS)[number]
 const isSection = (value: string | undefined): value is Section => SECTIONS.includes(value as Section)
 const loginReadOnly = args.only === 'login-read'
@@ -140,10 +142,10 @@ async function stopChild(child: Bun.Subprocess) {
 
 /**
  * The compiled service, configured as in production but with limits off (they would refuse the load);
- * `extra` adds settings (the mail section's SMTP_URL…) and names its log file.
+ * `extra` adds settings (the mail section's SMTP_URL…), names its log file, and may choose the port (to know the URL beforehand).
  */
-async function startService(databaseUrl: string, workers: '1' | 'auto', extra: { env?: Record<string, string>; name?: string } = {}): Promise<Running> {
-	const port = await freePort()
+async function startService(databaseUrl: string, workers: '1' | 'auto', extra: { env?: Record<string, string>; name?: string; port?: number } = {}): Promise<Running> {
+	const port = extra.port ?? (await freePort())
 	const logFile = openSync(join(ARTIFACTS, `bench-service-${extra.name ?? `workers-${workers}`}.log`), 'w')
 	const spawnedAt = performance.now()
 	const child = Bun.spawn([BINARY], {
@@ -574,6 +576,7 @@ async function main() {
 	await runMfa(database.url, rows, extra)
 	await runOidc(database.url, rows, extra)
 	await runWebhooks(database.url, rows, extra)
+	await runProvider(database.url, rows, extra)
 	await finish({ startedAt, machine, database, hashing, memory, rows, extra })
 }
 
@@ -647,6 +650,27 @@ async function runWebhooks(databaseUrl: string, rows: Row[], extra: Record<strin
 	extra.webhooks = webhooks.figures
 }
 
+/** 12. Latchkey as an OpenID Provider (test/bench/provider.ts): SSO with prompt=none, code exchange and refresh against RS256 signing, userinfo against /users/me. */
+async function runProvider(databaseUrl: string, rows: Row[], extra: Record<string, unknown>) {
+	log('12. OpenID Provider')
+	const provider = await providerSection<Measured, Row>({
+		databaseUrl,
+		seconds: SECONDS,
+		password: SEED_PASSWORD,
+		cores: CORES,
+		log,
+		measure,
+		row,
+		// The service's own URL is its issuer (PUBLIC_URL), so the port is chosen first.
+		startService: async (env, name) => {
+			const port = await freePort()
+			return startService(databaseUrl, '1', { env: env(`http://127.0.0.1:${port}`), name, port })
+		},
+	})
+	rows.push(...provider.rows)
+	extra.provider = provider.figures
+}
+
 /** The binary's RSS idle and after one sign-up and login, on the embedded database and on PostgreSQL (test/bench/memory.ts). */
 async function memoryAtRestOnBothDatabases(): Promise<MemoryFigures> {
 	log('measuring memory at rest on the embedded database and on PostgreSQL')
@@ -668,7 +692,7 @@ async function sectionOnly(section: Section, startedAt: Date, machine: Awaited<R
 	log(database.seeded === 'created' ? `seeded in ${database.seedSeconds.toFixed(0)} s` : 'reused the existing seed')
 	const rows: Row[] = []
 	const extra: Record<string, unknown> = {}
-	await { mail: runMail, mfa: runMfa, oidc: runOidc, webhooks: runWebhooks }[section](database.url, rows, extra)
+	await { mail: runMail, mfa: runMfa, oidc: runOidc, webhooks: runWebhooks, provider: runProvider }[section](database.url, rows, extra)
 	await finish({ startedAt, machine, database, rows, extra })
 }
 
@@ -770,6 +794,8 @@ function printTable(report: { extra: Record<string, unknown>; options: { users: 
 	if (oidc) for (const line of describeOidc(oidc)) console.log(line)
 	const webhooks = report.extra.webhooks as WebhookFigures | undefined
 	if (webhooks) for (const line of describeWebhooks(webhooks)) console.log(line)
+	const provider = report.extra.provider as ProviderFigures | undefined
+	if (provider) for (const line of describeProvider(provider)) console.log(line)
 }
 
 await main()

@@ -22,7 +22,7 @@ export interface RegisteredClient {
 
 /** Registers a client straight in the database (the admin API's resource has its own tests). */
 export async function registerClient(
-	t: TestApp,
+	t: Pick<TestApp, 'database'>,
 	fields: Partial<typeof oauthClients.$inferInsert> & { type: 'public' | 'confidential' },
 ): Promise<RegisteredClient> {
 	const clientId = `client-${crypto.randomUUID()}`
