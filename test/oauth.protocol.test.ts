@@ -169,8 +169,9 @@ describe('sessions', () => {
 	test('a signed-out browser is sent to the sign-in page with its way back', async () => {
 		const request = await authorizationRequest(as, app.clientId, { login_hint: 'someone@example.test' })
 		const { url, response } = await new Browser(t).visit(request.url.href)
-		expect(response.status).toBe(404)
+		expect(response.status).toBe(200)
 		expect(url.pathname).toBe('/sign-in')
+		expect(await response.text()).toContain('value="someone@example.test"')
 		expect(url.searchParams.get('return_to')).toStartWith('/oauth2/interaction/')
 		expect(url.searchParams.get('login_hint')).toBe('someone@example.test')
 	})

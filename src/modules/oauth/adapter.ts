@@ -1,7 +1,7 @@
 import { and, eq, gt, isNull, lt, or, sql } from 'drizzle-orm'
 import type { Adapter, AdapterPayload } from 'oidc-provider'
 import type { Database } from '../../db/client'
-import { oauthArtifacts, sessions, users } from '../../db/schema'
+import { oauthArtifacts } from '../../db/schema'
 
 /*
  * The OpenID Provider library's storage (its "adapter"), on Latchkey's database — PostgreSQL or the embedded
@@ -68,32 +68,35 @@ export function databaseAdapter(db: Database, clients: ClientMetadataSource) {
 
 		private async findWhere(condition: ReturnType<typeof eq>): Promise<AdapterPayload | undefined> {
 			const [row] = await db
-				.select({ payload: oauthArtifacts.payload, consumedAt: oauthArtifacts.consumedAt })
+				.select({
+					payload: oauthArtifacts.payload,
+					consumedAt: oauthArtifacts.consumedAt,
+					// In the same query: whether the Latchkey session a provider session stands for is live.
+					standsForLiveSession: this.model === 'Session' ? liveLatchkeySession : sql<boolean>`true`,
+				})
 				.from(oauthArtifacts)
 				.where(and(eq(oauthArtifacts.model, this.model), condition, or(isNull(oauthArtifacts.expiresAt), gt(oauthArtifacts.expiresAt, sql`now()`))))
 				.limit(1)
-			if (!row) return undefined
-			const payload: AdapterPayload = row.consumedAt ? { ...row.payload, consumed: Math.floor(row.consumedAt.getTime() / 1000) } : { ...row.payload }
-			if (this.model === 'Session' && !(await latchkeySessionIsLive(db, payload))) return undefined
-			return payload
+			if (!row || !row.standsForLiveSession) return undefined
+			return row.consumedAt ? { ...row.payload, consumed: Math.floor(row.consumedAt.getTime() / 1000) } : { ...row.payload }
 		}
 	}
 }
 
-/** Whether the Latchkey session a provider session stands for is still live (not revoked, not expired, its account active). */
-async function latchkeySessionIsLive(db: Database, payload: AdapterPayload): Promise<boolean> {
-	const sessionId = payload[LATCHKEY_SESSION]
-	// A provider session no one signed in to yet (an authorization request in progress) stands for none.
-	if (payload.accountId === undefined) return true
-	if (typeof sessionId !== 'string') return false
-	const [live] = await db
-		.select({ id: sessions.id })
-		.from(sessions)
-		.innerJoin(users, eq(users.id, sessions.userId))
-		.where(and(eq(sessions.id, sessionId), isNull(sessions.revokedAt), gt(sessions.expiresAt, sql`now()`), eq(users.status, 'active')))
-		.limit(1)
-	return live !== undefined
-}
+/**
+ * Whether the provider session's Latchkey session is live (not revoked, not expired, its account active). A
+ * provider session no one signed in to yet (an authorization request in progress) stands for none, and is kept.
+ */
+const latchkeySessionId = sql`(${oauthArtifacts.payload}->>${sql.raw(`'${LATCHKEY_SESSION}'`)})`
+// Written with the tables' own names: inside a select, Drizzle names columns unqualified.
+const liveLatchkeySession = sql<boolean>`(
+	${oauthArtifacts.payload}->>'accountId' is null
+	or exists (
+		select 1 from sessions join users on users.id = sessions.user_id
+		where sessions.id = case when ${latchkeySessionId} ~ '^[0-9a-f-]{36}$' then ${latchkeySessionId}::uuid end
+			and sessions.revoked_at is null and sessions.expires_at > now() and users.status = 'active'
+	)
+)`
 
 /** Deletes up to `limit` expired records (the schedule calls it until none is left); returns how many. */
 export async function purgeExpiredArtifacts(db: Database, limit = 1000): Promise<number> {

@@ -31,8 +31,11 @@ export interface ProtocolDeps {
 	interactions: Interactions
 }
 
+/** What the library answers Node's requests with. */
+type NodeHandler = ReturnType<Provider['callback']>
+
 /** The Node-shaped request and response for the library, and the Response it ends up writing. */
-async function handOver(provider: Provider, issuer: URL, request: Request, body: ArrayBuffer | undefined, pathname = new URL(request.url).pathname) {
+async function handOver(handler: NodeHandler, issuer: URL, request: Request, body: ArrayBuffer | undefined, pathname = new URL(request.url).pathname) {
 	const url = new URL(request.url)
 	const headers = new Headers(request.headers)
 	headers.set('host', issuer.host)
@@ -50,7 +53,7 @@ async function handOver(provider: Provider, issuer: URL, request: Request, body:
 	else headers.delete('content-length')
 	const forwarded = new Request(new URL(pathname + url.search, issuer).href, { method: request.method, headers, body: hasBody ? body : undefined })
 	const { req, res } = nodeShaped(forwarded, issuer, request)
-	provider.callback()(req, res)
+	handler(req, res)
 	return toFetchResponse(res)
 }
 
@@ -79,8 +82,10 @@ const documented = (operationId: string, summary: string, description: string, g
 
 export const protocolModule = ({ provider, issuer, interactions }: ProtocolDeps) => {
 	const issuerUrl = new URL(issuer)
+	// Made once: Koa composes its middleware into this handler.
+	const handler = provider.callback()
 	const callback = (pathname?: string) => ({ request, body }: { request: Request; body: unknown }) =>
-		handOver(provider, issuerUrl, request, body instanceof ArrayBuffer ? body : undefined, pathname)
+		handOver(handler, issuerUrl, request, body instanceof ArrayBuffer ? body : undefined, pathname)
 	const authorizationDoc = (operationId: string) =>
 		documented(
 			operationId,
@@ -110,7 +115,7 @@ export const protocolModule = ({ provider, issuer, interactions }: ProtocolDeps)
 					const fields = new URLSearchParams(body instanceof ArrayBuffer ? new TextDecoder().decode(body) : '')
 					if (!request.headers.has('authorization') && !fields.has('client_secret') && !fields.has('client_assertion'))
 						return Response.json({ error: 'invalid_client', error_description: 'client authentication failed' }, { status: 401 })
-					return handOver(provider, issuerUrl, request, body instanceof ArrayBuffer ? body : undefined)
+					return handOver(handler, issuerUrl, request, body instanceof ArrayBuffer ? body : undefined)
 				},
 				documented('introspect', 'Token introspection', 'RFC 7662, for confidential clients and resource servers; a public client is refused (`invalid_client`).', { 200: json('RFC 7662 §2.2'), 401: oauthError('invalid_client') }, form('token, token_type_hint')),
 			)
