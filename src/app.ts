@@ -53,11 +53,11 @@ import { WebhookSender } from './modules/webhooks/sender'
 import { WebhookService } from './modules/webhooks/service'
 import { UsersService } from './modules/users/service'
 import { OAuthDirectory } from './modules/oauth/directory'
-import { createProvider, plainProviderPages, type BrowserSessions as ProviderBrowserSessions } from './modules/oauth/provider'
+import { createProvider, type BrowserSessions as ProviderBrowserSessions } from './modules/oauth/provider'
 import { isProtocolPath, protocolModule } from './modules/oauth/protocol'
 import { Interactions } from './modules/oauth/interactions'
 import { BACKCHANNEL_LOGOUT_QUEUE, queueBackchannelLogouts } from './modules/oauth/logout'
-import { BrowserSessions, PAGE_PATHS, PageRenderer, pageProblems, pages, type PageSettings } from './pages'
+import { BrowserSessions, consentPage, PAGE_PATHS, pageHeaders, PageRenderer, pageProblems, pages, providerPages, type PageSettings } from './pages'
 
 export interface AppDeps {
 	config: Config
@@ -275,7 +275,7 @@ export function createApp({ config, database, keys, oauthKey, log, counters, pee
 	const provider = createProvider({
 		db,
 		log,
-		pages: plainProviderPages,
+		pages: providerPages(renderer),
 		settings: {
 			issuer,
 			signingKey: oauthKey.privateJwk,
@@ -369,8 +369,9 @@ export function createApp({ config, database, keys, oauthKey, log, counters, pee
 		.use(jwks(keys, oauthKey))
 		.use(config.metrics.enabled ? metricsRoute(metrics, config.metrics.token) : new Elysia({ name: 'metrics-disabled' }))
 		.use(api)
-		.use(protocolModule({ provider, issuer, interactions }))
+		.use(protocolModule({ provider, issuer, interactions, htmlHeaders: pageHeaders(renderer.csp) }))
 		.use(pages({ renderer, settings, auth, factors, browserSessions, sessionTtlSeconds: config.jwt.refreshTtlSeconds }))
+		.use(consentPage({ renderer, settings, interactions, browserSessions }))
 		// Every path is a route, so that a 404 or 405 passes the rate limits like any other answer.
 		.all('/*', ({ request, path }) => {
 			throw unmatchedRoute(routeTable, request.method, path)

@@ -13,15 +13,16 @@ import { asksForLogin, clientIdOf, DEFAULT_RETURN_TO, localPath } from './return
 import type { PageSettings } from './settings'
 
 export { BrowserSessions, SESSION_COOKIE, type BrowserSession } from './browser-sessions'
-export { PageRenderer, PageSetupError } from './render'
+export { pageHeaders, PageRenderer, PageSetupError } from './render'
 export type { PageSettings } from './settings'
+export { consentPage, providerPages } from './provider'
 
 /**
  * Every path the pages answer: HTML (no JSON negotiation), bodies are HTML forms, problems are pages
  * (app.ts hands this to the security checks, the rate limits and the problem handler). A page added on
  * this layer (/consent, /device) adds its path here.
  */
-export const PAGE_PATHS = new Set(['/sign-in', '/sign-out', '/account', '/pages/styles.css', '/pages/theme.css'])
+export const PAGE_PATHS = new Set(['/sign-in', '/sign-out', '/account', '/consent', '/pages/styles.css', '/pages/theme.css'])
 
 export interface PagesDeps {
 	renderer: PageRenderer

@@ -11,6 +11,11 @@ import problem from './templates/problem.mustache' with { type: 'text' }
 import secondFactor from './templates/second-factor.mustache' with { type: 'text' }
 import signIn from './templates/sign-in.mustache' with { type: 'text' }
 import signOut from './templates/sign-out.mustache' with { type: 'text' }
+import consent from './templates/consent.mustache' with { type: 'text' }
+import deviceCode from './templates/device-code.mustache' with { type: 'text' }
+import deviceConfirm from './templates/device-confirm.mustache' with { type: 'text' }
+import message from './templates/message.mustache' with { type: 'text' }
+import providerSignOut from './templates/provider-sign-out.mustache' with { type: 'text' }
 import type { PageSettings } from './settings'
 
 /*
@@ -29,6 +34,11 @@ const BUILT_IN_TEMPLATES = {
 	account,
 	'sign-out': signOut,
 	problem,
+	consent,
+	'device-code': deviceCode,
+	'device-confirm': deviceConfirm,
+	message,
+	'provider-sign-out': providerSignOut,
 }
 
 /** The templates a page can be rendered from (and PAGES_DIR can replace); `layout` wraps each. */

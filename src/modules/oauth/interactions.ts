@@ -2,7 +2,7 @@ import { toFetchResponse, toReqRes } from 'fetch-to-node'
 import type Provider from 'oidc-provider'
 import type { InteractionResults } from 'oidc-provider'
 import { clientOf } from '../../http/client-ip'
-import { INTERACTION_PATH, type BrowserSessions } from './provider'
+import { INTERACTION_COOKIE, INTERACTION_PATH, type BrowserSession, type BrowserSessions } from './provider'
 
 /*
  * What happens between an authorization request and its answer when the provider cannot answer at once: the
@@ -36,6 +36,15 @@ export function nodeShaped(request: Request, issuer: URL, original = request) {
 	return pair
 }
 
+/** A cookie's value as the request sent it (the library signs it beside, in a cookie of its own). */
+function readCookie(request: Request, name: string): string | undefined {
+	for (const part of (request.headers.get('cookie') ?? '').split(';')) {
+		const equals = part.indexOf('=')
+		if (equals > 0 && part.slice(0, equals).trim() === name) return part.slice(equals + 1).trim()
+	}
+	return undefined
+}
+
 const redirect = (location: string) => new Response(null, { status: 303, headers: { location } })
 
 type Details = Awaited<ReturnType<Provider['interactionDetails']>>
@@ -58,15 +67,16 @@ export class Interactions {
 	/** Where the browser goes next: back to the provider when its session satisfies the request, else to a page. */
 	async next(request: Request, uid: string): Promise<Response> {
 		const found = await this.details(request, uid)
-		// An unknown or expired interaction (or one of another browser) is never redirected anywhere but home.
-		if (!found) return redirect('/sign-in')
-		const { details } = found
 		const browser = await this.deps.browserSessions.current(request)
+		if (!found) return (await this.restarted(request, uid, browser)) ?? redirect('/sign-in')
+		const { details } = found
 		if (details.prompt.name === 'login') {
 			const reasons = details.prompt.reasons
 			const mustSignInAgain = reasons.includes('login_prompt') || reasons.includes('max_age')
 			const stepUp = reasons.includes('aal2_required')
-			const signedInSince = browser !== undefined && browser.authenticatedAt.getTime() / 1000 >= details.iat - 1
+			// After the request began: its `iat` is in whole seconds, so a sign-in counts from the next second on (no
+			// person signs in faster), never one made just before the request.
+			const signedInSince = browser !== undefined && browser.authenticatedAt.getTime() / 1000 >= details.iat + 1
 			if (browser && (!mustSignInAgain || signedInSince) && (!stepUp || browser.aal === 'aal2'))
 				return this.finish(
 					found,
@@ -78,6 +88,25 @@ export class Interactions {
 		if (details.prompt.name === 'consent' && browser && (await this.deps.isFirstParty(String(details.params.client_id))))
 			return this.grant(found, browser.userId)
 		return redirect(`/consent?interaction=${encodeURIComponent(uid)}`)
+	}
+
+	/**
+	 * A sign-in at the pages that ended the browser's former session (another account, or the same one signing in
+	 * again for `prompt=login`) ends the library's session the request was bound to. The request itself is still
+	 * this browser's (its cookie names it): it starts again as it was asked, minus `prompt=login`, now answered by
+	 * the sign-in just made. Undefined for anything else (an unknown, expired or foreign interaction).
+	 */
+	private async restarted(request: Request, uid: string, browser: BrowserSession | undefined): Promise<Response | undefined> {
+		if (!browser || readCookie(request, INTERACTION_COOKIE) !== uid) return undefined
+		const interaction = await this.deps.provider.Interaction.find(uid)
+		if (!interaction?.params || !interaction.iat || browser.authenticatedAt.getTime() / 1000 < interaction.iat + 1) return undefined
+		const params = new URLSearchParams()
+		for (const [name, value] of Object.entries(interaction.params)) if (typeof value === 'string') params.set(name, value)
+		const prompts = (params.get('prompt') ?? '').split(' ').filter((prompt) => prompt && prompt !== 'login')
+		if (prompts.length > 0) params.set('prompt', prompts.join(' '))
+		else params.delete('prompt')
+		await interaction.destroy()
+		return redirect(`/oauth2/authorization?${params}`)
 	}
 
 	/** What the consent page shows; undefined when there is no consent to ask in this browser. */

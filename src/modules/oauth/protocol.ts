@@ -29,6 +29,8 @@ export interface ProtocolDeps {
 	provider: Provider
 	issuer: string
 	interactions: Interactions
+	/** The headers of the pages (their CSP above all), for the HTML the library answers with (its pages, its errors). */
+	htmlHeaders: Record<string, string>
 }
 
 /** What the library answers Node's requests with. */
@@ -80,12 +82,16 @@ const documented = (operationId: string, summary: string, description: string, g
 	return { detail: { tags: [TAG], operationId, summary, description, security: [], responses, [STANDARD_FORMAT_EXTENSION]: true, ...(requestBody ? { requestBody } : {}) } as never }
 }
 
-export const protocolModule = ({ provider, issuer, interactions }: ProtocolDeps) => {
+export const protocolModule = ({ provider, issuer, interactions, htmlHeaders }: ProtocolDeps) => {
 	const issuerUrl = new URL(issuer)
 	// Made once: Koa composes its middleware into this handler.
 	const handler = provider.callback()
-	const callback = (pathname?: string) => ({ request, body }: { request: Request; body: unknown }) =>
-		handOver(handler, issuerUrl, request, body instanceof ArrayBuffer ? body : undefined, pathname)
+	const asPage = (response: Response) => {
+		if (response.headers.get('content-type')?.startsWith('text/html')) for (const [name, value] of Object.entries(htmlHeaders)) response.headers.set(name, value)
+		return response
+	}
+	const callback = (pathname?: string) => async ({ request, body }: { request: Request; body: unknown }) =>
+		asPage(await handOver(handler, issuerUrl, request, body instanceof ArrayBuffer ? body : undefined, pathname))
 	const authorizationDoc = (operationId: string) =>
 		documented(
 			operationId,

@@ -69,39 +69,11 @@ export interface ProviderPages {
 	deviceDone(request: Request, clientName: string | undefined): Promise<string> | string
 }
 
-const hidden = (name: string, value: string) => `<input type="hidden" name="${name}" value="${escapeHtml(value)}">`
-
 /** The library's anti-forgery value, out of the form it made. */
 const xsrfOf = (form: string) => /name="xsrf" value="([^"]*)"/.exec(form)?.[1] ?? ''
 
 /** The code a device's link carried (GET /device?user_code=…), handed on by protocol.ts. */
 export const PREFILLED_USER_CODE = 'x-latchkey-user-code'
-
-const plainPage = (title: string, body: string) =>
-	`<!doctype html><html lang="en"><meta charset="utf-8"><meta name="viewport" content="width=device-width"><title>${title}</title><main><h1>${title}</h1>${body}</main></html>`
-
-/** Until the page layer renders them: plain, self-contained pages (no script, no style, nothing fetched). */
-export const plainProviderPages: ProviderPages = {
-	signOut: (_request, { xsrf }) =>
-		plainPage(
-			'Sign out?',
-			`<form method="post" action="/oauth2/logout/confirm">${hidden('xsrf', xsrf)}<button type="submit" name="logout" value="yes">Sign out</button> <button type="submit">Stay signed in</button></form>`,
-		),
-	signedOut: () => `<!doctype html><html lang="en"><meta charset="utf-8"><meta name="viewport" content="width=device-width"><title>Signed out</title><main><h1>You are signed out</h1></main></html>`,
-	error: (_request, error, description) =>
-		`<!doctype html><html lang="en"><meta charset="utf-8"><meta name="viewport" content="width=device-width"><title>Sign-in error</title><main><h1>This sign-in cannot go on</h1><p>${escapeHtml(description ?? error)}</p></main></html>`,
-	deviceCode: (_request, { xsrf, userCode }, problem) =>
-		plainPage(
-			'Connect a device',
-			`${problem ? '<p role="alert">That code did not work. Check it and try again.</p>' : ''}<form method="post" action="/device">${hidden('xsrf', xsrf)}<label for="user_code">The code your device shows</label> <input id="user_code" name="user_code" autocomplete="off" value="${escapeHtml(userCode ?? '')}"> <button type="submit">Continue</button></form>`,
-		),
-	deviceConfirm: (_request, { xsrf }, clientName, userCode) =>
-		plainPage(
-			'Connect a device',
-			`<p>Allow ${escapeHtml(clientName ?? 'this device')} to sign in as you? Code ${escapeHtml(userCode)}.</p><form method="post" action="/device">${hidden('xsrf', xsrf)}${hidden('user_code', userCode)}<button type="submit" name="confirm" value="yes">Allow</button> <button type="submit" name="abort" value="yes">Deny</button></form>`,
-		),
-	deviceDone: (_request, clientName) => plainPage('Device connected', `<p>${escapeHtml(clientName ?? 'The device')} is signed in. You can close this page.</p>`),
-}
 
 export interface ProviderDeps {
 	pages: ProviderPages
@@ -122,6 +94,9 @@ export interface ProviderDeps {
 const CLEARED_BROWSER_SESSION = '__Host-latchkey-session=; Max-Age=0; Path=/; Secure; HttpOnly; SameSite=Lax'
 
 export const SCOPES = ['openid', 'profile', 'email', 'offline_access']
+
+/** The library's cookie naming the browser's interaction in progress. */
+export const INTERACTION_COOKIE = 'latchkey-interaction'
 
 /** Where the provider sends a browser that must sign in, step up or consent. */
 export const INTERACTION_PATH = '/oauth2/interaction'
@@ -213,7 +188,9 @@ export function createProvider(deps: ProviderDeps): Provider {
 		},
 		cookies: {
 			keys: settings.cookieKeys,
-			names: { session: 'latchkey-op-session', interaction: 'latchkey-interaction', resume: 'latchkey-interaction-resume' },
+			names: { session: 'latchkey-op-session', interaction: INTERACTION_COOKIE, resume: 'latchkey-interaction-resume' },
+			// The interaction's cookie goes to the pages too (/consent, /sign-in and back), not only to its own path.
+			short: { path: '/', httpOnly: true, sameSite: 'lax' },
 		},
 		features: {
 			devInteractions: { enabled: false },
@@ -385,4 +362,3 @@ function safeOrigin(uri: string) {
 	}
 }
 
-const escapeHtml = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
