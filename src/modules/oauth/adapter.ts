@@ -23,7 +23,32 @@ export interface ClientMetadataSource {
 /** Records that live only a short while get a lifetime even when the library gives none (it always does today). */
 const FALLBACK_SECONDS = 3600
 
-export function databaseAdapter(db: Database, clients: ClientMetadataSource) {
+/**
+ * Called, awaited, when the library ends one of its sessions (a sign-out through a client): the payload names the
+ * Latchkey session it stood for, which ends with it, before the browser is sent on.
+ */
+export type SessionEnded = (payload: AdapterPayload) => Promise<void>
+
+export function databaseAdapter(db: Database, clients: ClientMetadataSource, sessionEnded: SessionEnded) {
+	// Prepared once (the SQL is not rebuilt per request; PostgreSQL plans it once per connection): a record of a
+	// kind by id, by user code or by uid, still unexpired, with whether a provider session's Latchkey session is live.
+	const lookup = (column: typeof oauthArtifacts.id | typeof oauthArtifacts.userCode | typeof oauthArtifacts.uid, name: string) =>
+		db
+			.select({ payload: oauthArtifacts.payload, consumedAt: oauthArtifacts.consumedAt, standsForLiveSession: liveLatchkeySession })
+			.from(oauthArtifacts)
+			.where(
+				and(
+					eq(oauthArtifacts.model, sql.placeholder('model')),
+					eq(column, sql.placeholder('key')),
+					or(isNull(oauthArtifacts.expiresAt), gt(oauthArtifacts.expiresAt, sql`now()`)),
+				),
+			)
+			.limit(1)
+			.prepare(name)
+	const byId = lookup(oauthArtifacts.id, 'latchkey_oauth_by_id')
+	const byUserCode = lookup(oauthArtifacts.userCode, 'latchkey_oauth_by_user_code')
+	const byUid = lookup(oauthArtifacts.uid, 'latchkey_oauth_by_uid')
+
 	return class DatabaseAdapter implements Adapter {
 		constructor(private readonly model: string) {}
 
@@ -39,15 +64,21 @@ export function databaseAdapter(db: Database, clients: ClientMetadataSource) {
 
 		async find(id: string): Promise<AdapterPayload | undefined> {
 			if (this.model === 'Client') return clients.metadataOf(id)
-			return this.findWhere(eq(oauthArtifacts.id, id))
+			return this.found(await byId.execute({ model: this.model, key: id }))
 		}
 
-		findByUserCode(userCode: string) {
-			return this.findWhere(eq(oauthArtifacts.userCode, userCode))
+		async findByUserCode(userCode: string) {
+			return this.found(await byUserCode.execute({ model: this.model, key: userCode }))
 		}
 
-		findByUid(uid: string) {
-			return this.findWhere(eq(oauthArtifacts.uid, uid))
+		async findByUid(uid: string) {
+			return this.found(await byUid.execute({ model: this.model, key: uid }))
+		}
+
+		/** The record as the library reads it: `consumed` when it was; none for a session whose Latchkey session ended. */
+		private found([row]: Array<{ payload: Record<string, unknown>; consumedAt: Date | null; standsForLiveSession: boolean }>): AdapterPayload | undefined {
+			if (!row || (this.model === 'Session' && !row.standsForLiveSession)) return undefined
+			return row.consumedAt ? { ...row.payload, consumed: Math.floor(row.consumedAt.getTime() / 1000) } : { ...row.payload }
 		}
 
 		async consume(id: string): Promise<void> {
@@ -58,27 +89,16 @@ export function databaseAdapter(db: Database, clients: ClientMetadataSource) {
 		}
 
 		async destroy(id: string): Promise<void> {
-			await db.delete(oauthArtifacts).where(and(eq(oauthArtifacts.model, this.model), eq(oauthArtifacts.id, id)))
+			const [ended] = await db
+				.delete(oauthArtifacts)
+				.where(and(eq(oauthArtifacts.model, this.model), eq(oauthArtifacts.id, id)))
+				.returning({ payload: oauthArtifacts.payload })
+			if (this.model === 'Session' && ended) await sessionEnded(ended.payload)
 		}
 
 		async revokeByGrantId(grantId: string): Promise<void> {
 			// Every kind at once: a code used twice or a refresh token replayed ends all that the grant issued.
 			await db.delete(oauthArtifacts).where(eq(oauthArtifacts.grantId, grantId))
-		}
-
-		private async findWhere(condition: ReturnType<typeof eq>): Promise<AdapterPayload | undefined> {
-			const [row] = await db
-				.select({
-					payload: oauthArtifacts.payload,
-					consumedAt: oauthArtifacts.consumedAt,
-					// In the same query: whether the Latchkey session a provider session stands for is live.
-					standsForLiveSession: this.model === 'Session' ? liveLatchkeySession : sql<boolean>`true`,
-				})
-				.from(oauthArtifacts)
-				.where(and(eq(oauthArtifacts.model, this.model), condition, or(isNull(oauthArtifacts.expiresAt), gt(oauthArtifacts.expiresAt, sql`now()`))))
-				.limit(1)
-			if (!row || !row.standsForLiveSession) return undefined
-			return row.consumedAt ? { ...row.payload, consumed: Math.floor(row.consumedAt.getTime() / 1000) } : { ...row.payload }
 		}
 	}
 }
@@ -90,7 +110,8 @@ export function databaseAdapter(db: Database, clients: ClientMetadataSource) {
 const latchkeySessionId = sql`(${oauthArtifacts.payload}->>${sql.raw(`'${LATCHKEY_SESSION}'`)})`
 // Written with the tables' own names: inside a select, Drizzle names columns unqualified.
 const liveLatchkeySession = sql<boolean>`(
-	${oauthArtifacts.payload}->>'accountId' is null
+	${oauthArtifacts.model} <> 'Session'
+	or ${oauthArtifacts.payload}->>'accountId' is null
 	or exists (
 		select 1 from sessions join users on users.id = sessions.user_id
 		where sessions.id = case when ${latchkeySessionId} ~ '^[0-9a-f-]{36}$' then ${latchkeySessionId}::uuid end

@@ -48,6 +48,8 @@ export interface OAuthClientsDeps {
 
 /** Admins' side of OAuth clients, and what the protocol needs to know of them. */
 export class OAuthClients {
+	private activeClient: ReturnType<OAuthClients['prepareActiveClient']> | undefined
+
 	constructor(private readonly deps: OAuthClientsDeps) {}
 
 	/** A new client; a confidential one gets its secret, returned here and never again. */
@@ -146,11 +148,18 @@ export class OAuthClients {
 
 	/** The active client with this OAuth `client_id`, for the protocol; undefined when unknown or disabled. */
 	async findActive(clientId: string): Promise<OAuthClientRow | undefined> {
-		const [row] = await this.deps.db
+		this.activeClient ??= this.prepareActiveClient()
+		const [row] = await this.activeClient.execute({ clientId })
+		return row
+	}
+
+	/** Prepared once: the protocol reads the client on every request it serves. */
+	private prepareActiveClient() {
+		return this.deps.db
 			.select()
 			.from(oauthClients)
-			.where(and(eq(oauthClients.clientId, clientId), eq(oauthClients.status, 'active')))
-		return row
+			.where(and(eq(oauthClients.clientId, sql.placeholder('clientId')), eq(oauthClients.status, 'active')))
+			.prepare('latchkey_oauth_active_client')
 	}
 
 	/**

@@ -1,4 +1,4 @@
-import { and, eq } from 'drizzle-orm'
+import { and, eq, sql } from 'drizzle-orm'
 import Provider, { interactionPolicy, type Configuration, type KoaContextWithOIDC } from 'oidc-provider'
 import type { Database } from '../../db/client'
 import { users } from '../../db/schema'
@@ -95,6 +95,9 @@ const CLEARED_BROWSER_SESSION = '__Host-latchkey-session=; Max-Age=0; Path=/; Se
 
 export const SCOPES = ['openid', 'profile', 'email', 'offline_access']
 
+/** An account id as Latchkey makes them; any other `sub` names no account (and is never sent to the database). */
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
+
 /** The library's cookie naming the browser's interaction in progress. */
 export const INTERACTION_COOKIE = 'latchkey-interaction'
 
@@ -151,8 +154,27 @@ function policy(deps: ProviderDeps, browserSession: ReturnType<typeof browserSes
 export function createProvider(deps: ProviderDeps): Provider {
 	const { settings, db } = deps
 	const browserSession = browserSessionOf(deps)
+	const activeUser = db
+		.select()
+		.from(users)
+		.where(and(eq(users.id, sql.placeholder('id')), eq(users.status, 'active')))
+		.limit(1)
+		.prepare('latchkey_oauth_account')
 	const configuration: Configuration = {
-		adapter: databaseAdapter(db, deps.clients),
+		// A library session ended by a sign-out through a client ("Sign out" at RP-initiated logout) ends the
+		// Latchkey session it stood for, in the same request, before the browser goes on to the client.
+		adapter: databaseAdapter(db, deps.clients, async (payload) => {
+			const sessionId = payload[LATCHKEY_SESSION]
+			if (typeof sessionId !== 'string' || typeof payload.accountId !== 'string') return
+			// Only there: the library also destroys a session's old id when it renames it (at each sign-in).
+			const ctx = Provider.ctx
+			if (ctx?.oidc?.route !== 'end_session_confirm') return
+			await deps.endSession(sessionId, payload.accountId, {
+				ip: ctx?.ip ?? null,
+				userAgent: ctx?.get('user-agent') || null,
+				requestId: ctx?.get('x-request-id') || Bun.randomUUIDv7(),
+			})
+		}),
 		jwks: { keys: [settings.signingKey as never] },
 		scopes: SCOPES,
 		// How and when the user signed in go with `openid` (every ID token); the others by scope.
@@ -264,11 +286,8 @@ export function createProvider(deps: ProviderDeps): Provider {
 		rotateRefreshToken: true,
 		issueRefreshToken: async (_ctx, client, code) => client.grantTypeAllowed('refresh_token') && code.scopes.has('offline_access'),
 		findAccount: async (_ctx, sub) => {
-			const [user] = await db
-				.select()
-				.from(users)
-				.where(and(eq(users.id, sub), eq(users.status, 'active')))
-				.limit(1)
+			if (!UUID.test(sub)) return undefined
+			const [user] = await activeUser.execute({ id: sub })
 			if (!user) return undefined
 			return {
 				accountId: user.id,
@@ -340,15 +359,9 @@ export function createProvider(deps: ProviderDeps): Provider {
 	}
 	const inPayload: string[] = (Session as unknown as { IN_PAYLOAD: string[] }).IN_PAYLOAD
 	Object.defineProperty(Session, 'IN_PAYLOAD', { get: () => [...inPayload, LATCHKEY_SESSION] })
-	// "Sign out of everything" at RP-initiated logout ends the Latchkey session and the browser's cookie too.
-	provider.on('end_session.success', async (ctx) => {
-		const { session, params } = ctx.oidc
-		const sessionId = (session as unknown as Record<string, unknown> | undefined)?.[LATCHKEY_SESSION]
-		if (!params?.logout || typeof sessionId !== 'string' || !session?.accountId) return
-		ctx.append('Set-Cookie', CLEARED_BROWSER_SESSION)
-		await deps.endSession(sessionId, session.accountId, { ip: ctx.ip ?? null, userAgent: ctx.get('user-agent') || null, requestId: ctx.get('x-request-id') || Bun.randomUUIDv7() }).catch((error) =>
-			deps.log.error({ error: error instanceof Error ? error.name : 'error' }, 'could not end the session signed out through a client'),
-		)
+	// "Sign out" at RP-initiated logout ended the Latchkey session (the adapter's destroy); the browser's cookie goes too.
+	provider.on('end_session.success', (ctx) => {
+		if (ctx.oidc.params?.logout) ctx.append('Set-Cookie', CLEARED_BROWSER_SESSION)
 	})
 	provider.on('server_error', (_ctx, error) => deps.log.error({ error: error instanceof Error ? error.name : 'error' }, 'OpenID Provider error'))
 	return provider
