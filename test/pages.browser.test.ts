@@ -11,6 +11,7 @@ import { PageRenderer } from '../src/pages'
 import { startTestApp, type TestApp } from './support/app'
 import { awayFromStepBoundary, enrollTotp, totpCode } from './support/factors'
 import { PASSWORD, signUp, type Account } from './support/fixtures'
+import { authorizationRequest, registerClient } from './support/oauth'
 
 // Each file sets its own default: bun applies setDefaultTimeout to the file that calls it.
 setDefaultTimeout(60_000)
@@ -231,4 +232,50 @@ test('the policy is enforced: an injected inline script does not run', async () 
 	})()`)
 	expect(ran).toBe(false)
 	await context.close()
+})
+
+describe('the OpenID Provider’s pages: axe-core finds no serious or critical violation', () => {
+	const states: Array<{ width: number; scheme: 'light' | 'dark' }> = [
+		{ width: 320, scheme: 'light' },
+		{ width: 1280, scheme: 'dark' },
+	]
+	for (const { width, scheme } of states)
+		test(`consent, device code, the provider's sign-out question and its error page at ${width} px, ${scheme}`, async () => {
+			const account = await signUp(t)
+			const client = await registerClient(t, { type: 'public', firstParty: false, name: 'Acme Notes' })
+			const context = await browser.newContext({ viewport: { width, height: width < 400 ? 640 : 800 }, colorScheme: scheme })
+			const { page, violations } = await openPage(context)
+			const found: Record<string, string[]> = {}
+			const check = async (name: string) => {
+				await page.screenshot({ path: join(ARTIFACTS, `${name}-${width}-${scheme}.png`), fullPage: true })
+				found[name] = await seriousViolations(page)
+				expect(await page.evaluate('document.documentElement.scrollWidth <= window.innerWidth')).toBe(true)
+			}
+			await page.goto(`${base}/sign-in`)
+			await page.fill('#email', account.email)
+			await page.fill('#password', PASSWORD)
+			await Promise.all([page.waitForURL(`${base}/account`), page.click('button[type=submit]')])
+
+			const request = await authorizationRequest({ authorization_endpoint: `${base}/oauth2/authorization`, issuer: base }, client.clientId, { scope: 'openid email profile offline_access', prompt: 'consent' })
+			await page.goto(request.url.href)
+			await page.waitForSelector('text=Acme Notes wants to use your')
+			await check('consent')
+
+			await page.goto(`${base}/device`)
+			await check('device-code')
+			await page.fill('#user_code', 'BCDF-GHJK')
+			await Promise.all([page.waitForLoadState('load'), page.click('button[type=submit]')])
+			await page.waitForSelector('#error-summary')
+			await check('device-code-error')
+
+			await page.goto(`${base}/oauth2/logout?client_id=${encodeURIComponent(client.clientId)}`)
+			await check('provider-sign-out')
+
+			await page.goto(`${base}/oauth2/authorization?client_id=no-such-client&response_type=code&redirect_uri=https%3A%2F%2Fevil.example%2F`)
+			await check('provider-error')
+
+			expect(found).toEqual({ consent: [], 'device-code': [], 'device-code-error': [], 'provider-sign-out': [], 'provider-error': [] })
+			expect(violations).toEqual([])
+			await context.close()
+		})
 })
