@@ -76,7 +76,8 @@ describe('with the keyboard alone', () => {
 		const context = await browser.newContext({ viewport: { width: 1280, height: 800 } })
 		const { page, violations } = await openPage(context)
 		await page.goto(`${base}/sign-in`)
-		// The email field has the focus on arrival.
+		// The email field has the focus on arrival (a loaded machine may apply it a moment after `load`).
+		await page.waitForFunction("document.activeElement?.id === 'email'")
 		expect(await activeId(page)).toBe('email')
 		await page.keyboard.type(account.email)
 		await page.keyboard.press('Tab')
@@ -114,6 +115,8 @@ describe('with the keyboard alone', () => {
 		const context = await browser.newContext({ viewport: { width: 320, height: 640 } })
 		const { page, violations } = await openPage(context)
 		await page.goto(`${base}/sign-in?return_to=%2Faccount`)
+		// Typed only once the field has the focus the page gives it on arrival (a loaded machine may apply it later than `load`).
+		await page.waitForFunction("document.activeElement?.id === 'email'")
 		await page.keyboard.type(account.email)
 		await page.keyboard.press('Tab')
 		await page.keyboard.type('not the password')
