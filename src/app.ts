@@ -52,11 +52,12 @@ import { WEBHOOK_QUEUE } from './modules/webhooks/outbox'
 import { WebhookSender } from './modules/webhooks/sender'
 import { WebhookService } from './modules/webhooks/service'
 import { UsersService } from './modules/users/service'
+import { purgeExpiredArtifacts } from './modules/oauth/adapter'
 import { OAuthDirectory } from './modules/oauth/directory'
 import { createProvider, type BrowserSessions as ProviderBrowserSessions } from './modules/oauth/provider'
 import { isProtocolPath, protocolModule } from './modules/oauth/protocol'
 import { Interactions } from './modules/oauth/interactions'
-import { BACKCHANNEL_LOGOUT_QUEUE, queueBackchannelLogouts } from './modules/oauth/logout'
+import { BACKCHANNEL_LOGOUT_QUEUE, logOutEndedSessionsStep, queueBackchannelLogouts } from './modules/oauth/logout'
 import { BrowserSessions, consentPage, PAGE_PATHS, pageHeaders, PageRenderer, pageProblems, pages, providerPages, type PageSettings } from './pages'
 
 export interface AppDeps {
@@ -214,6 +215,9 @@ export function createApp({ config, database, keys, oauthKey, log, counters, pee
 	const schedule = new Schedule(log)
 		.every('finished-job purge', 600, (stopping) => inSteps(() => purgeFinishedJobs(db, FINISHED_JOB_RETENTION_SECONDS), stopping))
 		.every('webhook log purge', 600, (stopping) => inSteps(() => purgeWebhookLogStep(db), stopping))
+		// Clients that asked to hear of a sign-out hear of sessions ended through the API too, within seconds.
+		.every('provider sessions ended', 5, (stopping) => inSteps(() => logOutEndedSessionsStep(db), stopping))
+		.every('provider records purge', 600, (stopping) => inSteps(() => purgeExpiredArtifacts(db), stopping))
 	const auth = new AuthService({
 		db,
 		audit,

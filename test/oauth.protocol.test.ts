@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import * as oauth from 'oauth4webapi'
+import { logOutEndedSessionsStep } from '../src/modules/oauth/logout'
 import { startTestApp, type TestApp } from './support/app'
 import { signUp, type Account } from './support/fixtures'
 import { authorizationRequest, Browser, browserCookie, discover, formPost, hiddenFields, ISSUER, REDIRECT_URI, registerClient, through, type RegisteredClient } from './support/oauth'
@@ -353,6 +354,39 @@ describe('back-channel logout', () => {
 			expect(received).toHaveLength(1)
 			const [, payload] = (received[0] ?? '').split('.').slice(0, 2).map((part) => JSON.parse(Buffer.from(part, 'base64url').toString()))
 			expect(payload).toMatchObject({ iss: ISSUER, aud: listening.clientId, sub: other.id, sid: other.sessionId, events: { 'http://schemas.openid.net/event/backchannel-logout': {} } })
+		} finally {
+			receiver.stop(true)
+		}
+	})
+})
+
+describe('back-channel logout when the session ends elsewhere', () => {
+	test('a session revoked through the API sends the clients it signed in to their logout token', async () => {
+		const received: string[] = []
+		const receiver = Bun.serve({
+			port: 0,
+			hostname: '127.0.0.1',
+			fetch: async (request) => {
+				received.push(new URLSearchParams(await request.text()).get('logout_token') ?? '')
+				return new Response(null, { status: 200 })
+			},
+		})
+		try {
+			const listening = await registerClient(t, { type: 'confidential', firstParty: true, backchannelLogoutUri: `http://127.0.0.1:${receiver.port}/logout` })
+			const other = await signUp(t)
+			const browser = new Browser(t, await browserCookie(t, other))
+			const request = await authorizationRequest(as, listening.clientId)
+			const { url } = await browser.visit(request.url.href)
+			expect(url.searchParams.get('code')).toBeString()
+			expect((await t.call('DELETE', `/api/users/me/sessions/${other.sessionId}`, { token: other.accessToken })).status).toBe(200)
+			// The schedule's step, run now rather than waited for (it runs every 5 s).
+			expect(await logOutEndedSessionsStep(t.database.handle.db)).toBe(1)
+			await t.app.decorator.webhookJobs.idle()
+			expect(received).toHaveLength(1)
+			const [, payload] = (received[0] ?? '').split('.').slice(0, 2).map((part) => JSON.parse(Buffer.from(part, 'base64url').toString()))
+			expect(payload).toMatchObject({ aud: listening.clientId, sub: other.id, sid: other.sessionId })
+			// Told once: the library's session is gone.
+			expect(await logOutEndedSessionsStep(t.database.handle.db)).toBe(0)
 		} finally {
 			receiver.stop(true)
 		}

@@ -1,7 +1,9 @@
+import { sql } from 'drizzle-orm'
 import type Provider from 'oidc-provider'
 import type { Database } from '../../db/client'
 import { enqueue } from '../../jobs/queue'
 import { JobFailure, PermanentJobError, type JobHandler } from '../../jobs/handler'
+import { LATCHKEY_SESSION } from './adapter'
 
 /*
  * Back-channel logout (OpenID Connect Back-Channel Logout 1.0): the library signs the logout token and posts
@@ -32,3 +34,36 @@ export function queueBackchannelLogouts(provider: Provider, db: Database): JobHa
 		}
 	}
 }
+
+/**
+ * One step of the upkeep that tells clients when a Latchkey session ended elsewhere than at a client's sign-out
+ * (revoked through the API, a password change, a recovery, a deactivation, its expiry): the library's sessions
+ * that stood for it end, and each client they signed in to is queued its back-channel logout token (a client
+ * with no logout URI is told nothing). Returns how many library sessions ended.
+ */
+export async function logOutEndedSessionsStep(db: Database, limit = 100): Promise<number> {
+	return db.transaction(async (tx) => {
+		const ended = await tx.execute(sql`
+			with ended as (
+				select a.model, a.id from oauth_artifacts a
+				join sessions s on s.id = case when a.payload->>${LATCHKEY_SESSION} ~ '^[0-9a-f-]{36}$' then (a.payload->>${LATCHKEY_SESSION})::uuid end
+				join users u on u.id = s.user_id
+				where a.model = 'Session' and (s.revoked_at is not null or s.expires_at <= now() or u.status <> 'active')
+				limit ${limit}
+				for update of a skip locked
+			)
+			delete from oauth_artifacts a using ended where a.model = ended.model and a.id = ended.id
+			returning a.payload`)
+		// postgres.js answers the rows, PGlite an object holding them.
+		const rows = ((ended as unknown as { rows?: EndedSession[] }).rows ?? (ended as unknown as EndedSession[])) as EndedSession[]
+		for (const { payload } of rows) {
+			if (typeof payload.accountId !== 'string') continue
+			for (const [clientId, { sid }] of Object.entries(payload.authorizations ?? {}))
+				if (typeof sid === 'string') await enqueue(tx, { queue: BACKCHANNEL_LOGOUT_QUEUE, payload: { clientId, sub: payload.accountId, sid } })
+		}
+		return rows.length
+	})
+}
+
+/** A library session's record, as far as a logout reads it: who, and the clients it signed in to with their `sid`. */
+type EndedSession = { payload: { accountId?: unknown; authorizations?: Record<string, { sid?: unknown }> } }
