@@ -3,7 +3,7 @@ import * as oauth from 'oauth4webapi'
 import { logOutEndedSessionsStep } from '../src/modules/oauth/logout'
 import { startTestApp, type TestApp } from './support/app'
 import { signUp, type Account } from './support/fixtures'
-import { authorizationRequest, Browser, browserCookie, discover, formPost, hiddenFields, ISSUER, REDIRECT_URI, registerClient, through, type RegisteredClient } from './support/oauth'
+import { authorizationRequest, Browser, browserCookie, discover, formPost, hiddenFields, ISSUER, logoutReceiver, REDIRECT_URI, registerClient, through, type RegisteredClient } from './support/oauth'
 
 let t: TestApp
 let as: oauth.AuthorizationServer
@@ -324,17 +324,10 @@ describe('device authorization (RFC 8628)', () => {
 
 describe('back-channel logout', () => {
 	test('signing out through one client sends a logout token to the clients that registered a URI, through the job queue', async () => {
-		const received: string[] = []
-		const receiver = Bun.serve({
-			port: 0,
-			hostname: '127.0.0.1',
-			fetch: async (request) => {
-				received.push(new URLSearchParams(await request.text()).get('logout_token') ?? '')
-				return new Response(null, { status: 200 })
-			},
-		})
+		const receiver = logoutReceiver()
+		const { received } = receiver
 		try {
-			const listening = await registerClient(t, { type: 'confidential', firstParty: true, backchannelLogoutUri: `http://127.0.0.1:${receiver.port}/logout` })
+			const listening = await registerClient(t, { type: 'confidential', firstParty: true, backchannelLogoutUri: receiver.url })
 			const other = await signUp(t)
 			const browser = new Browser(t, await browserCookie(t, other))
 			const request = await authorizationRequest(as, listening.clientId)
@@ -357,24 +350,17 @@ describe('back-channel logout', () => {
 			const [, payload] = (received[0] ?? '').split('.').slice(0, 2).map((part) => JSON.parse(Buffer.from(part, 'base64url').toString()))
 			expect(payload).toMatchObject({ iss: ISSUER, aud: listening.clientId, sub: other.id, sid: other.sessionId, events: { 'http://schemas.openid.net/event/backchannel-logout': {} } })
 		} finally {
-			receiver.stop(true)
+			receiver.stop()
 		}
 	})
 })
 
 describe('back-channel logout when the session ends elsewhere', () => {
 	test('a session revoked through the API sends the clients it signed in to their logout token', async () => {
-		const received: string[] = []
-		const receiver = Bun.serve({
-			port: 0,
-			hostname: '127.0.0.1',
-			fetch: async (request) => {
-				received.push(new URLSearchParams(await request.text()).get('logout_token') ?? '')
-				return new Response(null, { status: 200 })
-			},
-		})
+		const receiver = logoutReceiver()
+		const { received } = receiver
 		try {
-			const listening = await registerClient(t, { type: 'confidential', firstParty: true, backchannelLogoutUri: `http://127.0.0.1:${receiver.port}/logout` })
+			const listening = await registerClient(t, { type: 'confidential', firstParty: true, backchannelLogoutUri: receiver.url })
 			const other = await signUp(t)
 			const browser = new Browser(t, await browserCookie(t, other))
 			const request = await authorizationRequest(as, listening.clientId)
@@ -392,7 +378,7 @@ describe('back-channel logout when the session ends elsewhere', () => {
 			// Told once: the library's session is gone.
 			expect(await logOutEndedSessionsStep(t.database.handle.db)).toBe(0)
 		} finally {
-			receiver.stop(true)
+			receiver.stop()
 		}
 	})
 })

@@ -153,3 +153,17 @@ export const formPost = (fields: Record<string, string>): RequestInit => ({
 	headers: { 'content-type': 'application/x-www-form-urlencoded' },
 	body: new URLSearchParams(fields).toString(),
 })
+
+/** A client's back-channel logout URI on loopback: the logout tokens it was posted, in order. */
+export function logoutReceiver() {
+	const received: string[] = []
+	const server = Bun.serve({
+		port: 0,
+		hostname: '127.0.0.1',
+		fetch: async (request) => {
+			received.push(new URLSearchParams(await request.text()).get('logout_token') ?? '')
+			return new Response(null, { status: 200 })
+		},
+	})
+	return { received, url: `http://127.0.0.1:${server.port}/logout`, stop: () => server.stop(true) }
+}
