@@ -54,10 +54,10 @@ import { WebhookService } from './modules/webhooks/service'
 import { UsersService } from './modules/users/service'
 import { purgeExpiredArtifacts } from './modules/oauth/adapter'
 import { OAuthDirectory } from './modules/oauth/directory'
-import { createProvider, type BrowserSessions as ProviderBrowserSessions } from './modules/oauth/provider'
+import { loadProvider, type BrowserSessions as ProviderBrowserSessions } from './modules/oauth/provider'
 import { isProtocolPath, protocolModule } from './modules/oauth/protocol'
 import { Interactions } from './modules/oauth/interactions'
-import { BACKCHANNEL_LOGOUT_QUEUE, logOutEndedSessionsStep, queueBackchannelLogouts } from './modules/oauth/logout'
+import { BACKCHANNEL_LOGOUT_QUEUE, backchannelLogoutJob, logOutEndedSessionsStep } from './modules/oauth/logout'
 import { BrowserSessions, consentPage, PAGE_PATHS, pageHeaders, PageRenderer, pageProblems, pages, providerPages, type PageSettings } from './pages'
 
 export interface AppDeps {
@@ -276,7 +276,7 @@ export function createApp({ config, database, keys, oauthKey, log, counters, pee
 	const issuer = config.publicUrl
 	const oauthDirectory = new OAuthDirectory(db, oauthClients)
 	const secondFactorsOwed = owedSecondFactors(db)
-	const provider = createProvider({
+	const provider = loadProvider({
 		db,
 		log,
 		pages: providerPages(renderer),
@@ -295,7 +295,7 @@ export function createApp({ config, database, keys, oauthKey, log, counters, pee
 		verifySecret: (clientId, secret) => oauthDirectory.verifySecret(clientId, secret),
 		endSession: async (sessionId, userId, client) => void (await auth.endSession(userId, sessionId, client)),
 	})
-	const sendBackchannelLogout = queueBackchannelLogouts(provider, db)
+	const sendBackchannelLogout = backchannelLogoutJob(provider)
 	const interactions = new Interactions({
 		provider,
 		issuer: new URL(issuer),

@@ -21,7 +21,8 @@ export interface ConsentRequest {
 }
 
 export interface InteractionDeps {
-	provider: Provider
+	/** The provider, loaded on first use. */
+	provider: () => Promise<Provider>
 	issuer: URL
 	browserSessions: BrowserSessions
 	isFirstParty(clientId: string): Promise<boolean>
@@ -54,13 +55,13 @@ export class Interactions {
 
 	private async details(request: Request, uid: string) {
 		const { req, res } = nodeShaped(request, this.deps.issuer)
-		const details = await this.deps.provider.interactionDetails(req, res).catch(() => undefined)
+		const details = await (await this.deps.provider()).interactionDetails(req, res).catch(() => undefined)
 		return details && details.uid === uid ? { details, req, res } : undefined
 	}
 
 	private async finish(found: { req: unknown; res: unknown }, result: InteractionResults, merge: boolean) {
 		const { req, res } = found as ReturnType<typeof toReqRes>
-		await this.deps.provider.interactionFinished(req, res, result, { mergeWithLastSubmission: merge })
+		await (await this.deps.provider()).interactionFinished(req, res, result, { mergeWithLastSubmission: merge })
 		return toFetchResponse(res)
 	}
 
@@ -98,7 +99,7 @@ export class Interactions {
 	 */
 	private async restarted(request: Request, uid: string, browser: BrowserSession | undefined): Promise<Response | undefined> {
 		if (!browser || readCookie(request, INTERACTION_COOKIE) !== uid) return undefined
-		const interaction = await this.deps.provider.Interaction.find(uid)
+		const interaction = await (await this.deps.provider()).Interaction.find(uid)
 		if (!interaction?.params || !interaction.iat || browser.authenticatedAt.getTime() / 1000 < interaction.iat + 1) return undefined
 		const params = new URLSearchParams()
 		for (const [name, value] of Object.entries(interaction.params)) if (typeof value === 'string') params.set(name, value)
@@ -114,7 +115,7 @@ export class Interactions {
 		const found = await this.details(request, uid)
 		const accountId = found?.details.session?.accountId
 		if (!found || found.details.prompt.name !== 'consent' || !accountId) return undefined
-		const client = await this.deps.provider.Client.find(String(found.details.params.client_id))
+		const client = await (await this.deps.provider()).Client.find(String(found.details.params.client_id))
 		if (!client) return undefined
 		return {
 			clientId: client.clientId,
@@ -138,7 +139,7 @@ export class Interactions {
 	/** Grants what the request asks beyond what the client already has. */
 	private async grant(found: NonNullable<Awaited<ReturnType<Interactions['details']>>>, accountId: string) {
 		const { details } = found
-		const { Grant } = this.deps.provider
+		const { Grant } = await this.deps.provider()
 		const missing = details.prompt.details as { missingOIDCScope?: string[]; missingOIDCClaims?: string[]; missingResourceScopes?: Record<string, string[]> }
 		const grant = (details.grantId ? await Grant.find(details.grantId) : undefined) ?? new Grant({ accountId, clientId: String(details.params.client_id) })
 		if (missing.missingOIDCScope) grant.addOIDCScope(missing.missingOIDCScope.join(' '))

@@ -15,18 +15,27 @@ export const BACKCHANNEL_LOGOUT_QUEUE = 'oauth-backchannel-logout'
 
 type BackchannelLogout = (this: InstanceType<Provider['Client']>, sub: string, sid: string) => Promise<void>
 
-/** From now on the library queues its logout tokens; returns the job handler that sends them. */
-export function queueBackchannelLogouts(provider: Provider, db: Database): JobHandler {
-	const send = provider.Client.prototype.backchannelLogout as BackchannelLogout
+/** Each provider's own way of sending a logout token (the library's), kept when queuing replaces it. */
+const sending = new WeakMap<Provider, BackchannelLogout>()
+
+/** From now on `provider` queues its logout tokens rather than sending them during the sign-out. */
+export function queueBackchannelLogouts(provider: Provider, db: Database): void {
+	sending.set(provider, provider.Client.prototype.backchannelLogout as BackchannelLogout)
 	provider.Client.prototype.backchannelLogout = async function (this: InstanceType<Provider['Client']>, sub: string, sid: string) {
 		await enqueue(db, { queue: BACKCHANNEL_LOGOUT_QUEUE, payload: { clientId: this.clientId, sub, sid } })
 	}
+}
+
+/** The job that sends one queued logout token, with the provider (loaded if it was not yet). */
+export function backchannelLogoutJob(loadProvider: () => Promise<Provider>): JobHandler {
 	return async (payload) => {
 		const { clientId, sub, sid } = payload
 		if (typeof clientId !== 'string' || typeof sub !== 'string' || typeof sid !== 'string') throw new PermanentJobError('unreadable back-channel logout job')
+		const provider = await loadProvider()
+		const send = sending.get(provider)
 		const client = await provider.Client.find(clientId)
 		// A client disabled or unregistered since is told nothing.
-		if (!client?.backchannelLogoutUri) return
+		if (!client?.backchannelLogoutUri || !send) return
 		try {
 			await send.call(client, sub, sid)
 		} catch (error) {

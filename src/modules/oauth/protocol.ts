@@ -26,7 +26,8 @@ const DEVICE_PATH = '/device'
 const DISCOVERY = '/.well-known/openid-configuration'
 
 export interface ProtocolDeps {
-	provider: Provider
+	/** The provider, loaded on first use (a deployment that never uses it never pays for it). */
+	provider: () => Promise<Provider>
 	issuer: string
 	interactions: Interactions
 	/** The headers of the pages (their CSP above all), for the HTML the library answers with (its pages, its errors). */
@@ -84,8 +85,9 @@ const documented = (operationId: string, summary: string, description: string, g
 
 export const protocolModule = ({ provider, issuer, interactions, htmlHeaders }: ProtocolDeps) => {
 	const issuerUrl = new URL(issuer)
-	// Made once: Koa composes its middleware into this handler.
-	const handler = provider.callback()
+	// Made once, on the first request: Koa composes its middleware into this handler.
+	let made: Promise<NodeHandler> | undefined
+	const handler: NodeHandler = async (req, res) => (await (made ??= provider().then((loaded) => loaded.callback())))(req, res)
 	const asPage = (response: Response) => {
 		if (response.headers.get('content-type')?.startsWith('text/html')) for (const [name, value] of Object.entries(htmlHeaders)) response.headers.set(name, value)
 		return response

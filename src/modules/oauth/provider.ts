@@ -1,9 +1,11 @@
 import { and, eq, sql } from 'drizzle-orm'
-import Provider, { interactionPolicy, type Configuration, type KoaContextWithOIDC } from 'oidc-provider'
+import type Provider from 'oidc-provider'
+import type { Configuration, KoaContextWithOIDC } from 'oidc-provider'
 import type { Database } from '../../db/client'
 import { users } from '../../db/schema'
 import type { Logger } from '../../log'
 import { databaseAdapter, LATCHKEY_SESSION, type ClientMetadataSource } from './adapter'
+import { queueBackchannelLogouts } from './logout'
 
 /*
  * Latchkey as an OpenID Provider: panva's oidc-provider (OpenID Certified for the Basic, Config, Dynamic and
@@ -130,7 +132,7 @@ function browserSessionOf(deps: ProviderDeps) {
 
 const wantsAal2 = (ctx: KoaContextWithOIDC) => String(ctx.oidc.params?.acr_values ?? '').split(' ').includes('aal2')
 
-function policy(deps: ProviderDeps, browserSession: ReturnType<typeof browserSessionOf>) {
+function policy(interactionPolicy: Library['interactionPolicy'], deps: ProviderDeps, browserSession: ReturnType<typeof browserSessionOf>) {
 	const prompts = interactionPolicy.base()
 	const login = prompts.get('login')
 	if (!login) throw new Error('the interaction policy has no login prompt')
@@ -151,7 +153,20 @@ function policy(deps: ProviderDeps, browserSession: ReturnType<typeof browserSes
 	return prompts
 }
 
-export function createProvider(deps: ProviderDeps): Provider {
+/** The protocol library's module, loaded on first use (loadProvider). */
+type Library = typeof import('oidc-provider')
+
+/**
+ * The provider, made on the first request that needs it: the library and its Koa app are tens of MiB of
+ * memory that a deployment not using Latchkey as a provider never pays for. Later calls share the same one.
+ */
+export function loadProvider(deps: ProviderDeps): () => Promise<Provider> {
+	let loading: Promise<Provider> | undefined
+	return () => (loading ??= import('oidc-provider').then((library) => createProvider(library, deps)))
+}
+
+function createProvider(library: Library, deps: ProviderDeps): Provider {
+	const { Provider, interactionPolicy } = library
 	const { settings, db } = deps
 	const browserSession = browserSessionOf(deps)
 	const activeUser = db
@@ -205,7 +220,7 @@ export function createProvider(deps: ProviderDeps): Provider {
 			pushed_authorization_request: '/oauth2/par',
 		},
 		interactions: {
-			policy: policy(deps, browserSession),
+			policy: policy(interactionPolicy, deps, browserSession),
 			url: (_ctx, interaction) => `${INTERACTION_PATH}/${interaction.uid}`,
 		},
 		cookies: {
@@ -327,6 +342,7 @@ export function createProvider(deps: ProviderDeps): Provider {
 		extraClientMetadata: { properties: [] },
 	}
 	const provider = new Provider(settings.issuer, configuration)
+	queueBackchannelLogouts(provider, db)
 	// Behind Latchkey's own HTTP layer, which decided who the client is and whether the request was https.
 	provider.proxy = true
 	// Secrets are stored hashed: the library's comparison with a clear secret gives way to Latchkey's own.
