@@ -50,7 +50,7 @@ export function databaseAdapter(db: Database, clients: ClientMetadataSource, ses
 	const byUid = lookup(oauthArtifacts.uid, 'latchkey_oauth_by_uid')
 
 	return class DatabaseAdapter implements Adapter {
-		constructor(private readonly model: string) {}
+		constructor(readonly model: string) {}
 
 		async upsert(id: string, payload: AdapterPayload, expiresIn: number): Promise<void> {
 			if (this.model === 'Client') return
@@ -64,21 +64,15 @@ export function databaseAdapter(db: Database, clients: ClientMetadataSource, ses
 
 		async find(id: string): Promise<AdapterPayload | undefined> {
 			if (this.model === 'Client') return clients.metadataOf(id)
-			return this.found(await byId.execute({ model: this.model, key: id }))
+			return found(this.model, await byId.execute({ model: this.model, key: id }))
 		}
 
 		async findByUserCode(userCode: string) {
-			return this.found(await byUserCode.execute({ model: this.model, key: userCode }))
+			return found(this.model, await byUserCode.execute({ model: this.model, key: userCode }))
 		}
 
 		async findByUid(uid: string) {
-			return this.found(await byUid.execute({ model: this.model, key: uid }))
-		}
-
-		/** The record as the library reads it: `consumed` when it was; none for a session whose Latchkey session ended. */
-		private found([row]: Array<{ payload: Record<string, unknown>; consumedAt: Date | null; standsForLiveSession: boolean }>): AdapterPayload | undefined {
-			if (!row || (this.model === 'Session' && !row.standsForLiveSession)) return undefined
-			return row.consumedAt ? { ...row.payload, consumed: Math.floor(row.consumedAt.getTime() / 1000) } : { ...row.payload }
+			return found(this.model, await byUid.execute({ model: this.model, key: uid }))
 		}
 
 		async consume(id: string): Promise<void> {
@@ -101,6 +95,12 @@ export function databaseAdapter(db: Database, clients: ClientMetadataSource, ses
 			await db.delete(oauthArtifacts).where(eq(oauthArtifacts.grantId, grantId))
 		}
 	}
+}
+
+/** The record as the library reads it: `consumed` when it was; none for a session whose Latchkey session ended. */
+function found(model: string, [row]: Array<{ payload: Record<string, unknown>; consumedAt: Date | null; standsForLiveSession: boolean }>): AdapterPayload | undefined {
+	if (!row || (model === 'Session' && !row.standsForLiveSession)) return undefined
+	return row.consumedAt ? { ...row.payload, consumed: Math.floor(row.consumedAt.getTime() / 1000) } : { ...row.payload }
 }
 
 /**
