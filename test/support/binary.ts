@@ -101,10 +101,11 @@ export function requestFrom(
 	from: string,
 	method: string,
 	path: string,
-	{ json, headers = {} }: { json?: unknown; headers?: Record<string, string> } = {},
+	{ json, form, headers = {} }: { json?: unknown; form?: Record<string, string>; headers?: Record<string, string> } = {},
 ): Promise<Answer> {
 	const url = new URL(path, base)
-	const body = json === undefined ? undefined : JSON.stringify(json)
+	const body = form !== undefined ? new URLSearchParams(form).toString() : json === undefined ? undefined : JSON.stringify(json)
+	if (form !== undefined) headers = { 'content-type': 'application/x-www-form-urlencoded', ...headers }
 	return new Promise((resolve, reject) => {
 		const outgoing = http.request(
 			{
