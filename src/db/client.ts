@@ -167,6 +167,20 @@ export function isDatabaseUnavailable(error: unknown): boolean {
 	return false
 }
 
+/**
+ * `work` (a whole transaction), run again when PostgreSQL chose it as a deadlock's victim: it was rolled back
+ * entirely, so running it again is safe, and the other transaction has moved on meanwhile.
+ */
+export async function retryingDeadlocks<T>(work: () => Promise<T>, retries = 2): Promise<T> {
+	for (let attempt = 0; ; attempt++) {
+		try {
+			return await work()
+		} catch (error) {
+			if (attempt >= retries || sqlState(error).code !== '40P01') throw error
+		}
+	}
+}
+
 /** The SQLSTATE of a database error, looking through Drizzle's wrapper. */
 export function sqlState(error: unknown): { code?: string; constraint?: string } {
 	for (let current = error, depth = 0; current && depth < 5; depth++) {

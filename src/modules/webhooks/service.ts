@@ -1,5 +1,5 @@
 import { and, asc, desc, eq, inArray, lt, sql } from 'drizzle-orm'
-import type { Database } from '../../db/client'
+import { retryingDeadlocks, type Database } from '../../db/client'
 import { webhookAttempts, webhookDeliveries, webhookEndpoints, webhookEvents, type WebhookEndpointRow } from '../../db/schema'
 import type { DataKeys } from '../../crypto/data-keys'
 import { decodeIdCursor, encodeIdCursor } from '../../http/pagination'
@@ -172,7 +172,9 @@ export class WebhookService {
 	 * it may have recorded its outcome already, which must not swallow this request.
 	 */
 	async redeliver(endpointId: string, deliveryId: string): Promise<void> {
-		await this.deps.db.transaction(async (tx) => {
+		// A worker recording this delivery's attempt holds its job and waits for the delivery, which this holds
+		// while it moves the job: one of the two is a deadlock's victim, and this one is run again.
+		await retryingDeadlocks(() => this.deps.db.transaction(async (tx) => {
 			assertEnabled(await this.find(tx, endpointId, 'lock'))
 			const [delivery] = await tx
 				.update(webhookDeliveries)
@@ -181,7 +183,7 @@ export class WebhookService {
 				.returning({ id: webhookDeliveries.id })
 			if (!delivery) throw new NotFound('No such delivery of this endpoint')
 			if (!(await runWaitingJobNow(tx, WEBHOOK_QUEUE, 'deliveryId', deliveryId))) await queueDeliveryJob(tx, deliveryId)
-		})
+		}))
 	}
 
 	/**
