@@ -65,14 +65,15 @@ interface LoggedMail {
 }
 /** Every mail the instances wrote to their logs for `to` (of one kind), in the order each instance logged them. */
 function loggedMails(instances: RunningBinary[], to: string, kind: string): LoggedMail[] {
-	const found: LoggedMail[] = []
+	const found: Array<{ at: number; mail: LoggedMail }> = []
 	for (const instance of instances)
 		for (const line of instance.output().split('\n')) {
 			if (!line.includes('"mail":')) continue
-			const { mail } = JSON.parse(line) as { mail?: LoggedMail }
-			if (mail?.to === to && mail.kind === kind) found.push(mail)
+			const { mail, time } = JSON.parse(line) as { mail?: LoggedMail; time?: string }
+			if (mail?.to === to && mail.kind === kind) found.push({ at: Date.parse(time ?? '') || 0, mail })
 		}
-	return found
+	// In the order they were sent, whichever instance's worker sent each (not instance by instance).
+	return found.sort((x, y) => x.at - y.at).map(({ mail }) => mail)
 }
 /** Waits until `count` such mails were logged (by whichever instance's worker sent them); returns them. */
 async function waitForMails(instances: RunningBinary[], to: string, kind: string, count = 1): Promise<LoggedMail[]> {
