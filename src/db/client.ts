@@ -127,11 +127,15 @@ export async function openDatabase(config: Config['database'], pglite: { loadDat
 	if (!inMemory) await unpackSnapshotIfEmpty(config.dataDir)
 	await compiling
 	const client = await createPglite(config.dataDir, pglite.loadDataDir)
-	const db = drizzlePglite({ client, schema }) as unknown as Database
+	return pgliteHandle(client, inMemory ? 'embedded PostgreSQL (PGlite) in memory' : `embedded PostgreSQL (PGlite) in ${config.dataDir}`)
+}
+
+/** The handle over an open PGlite (the tests lend one PGlite to several files in turn: test/support/database.ts). */
+export function pgliteHandle(client: PGlite, description: string): DatabaseHandle {
 	return {
-		db,
+		db: drizzlePglite({ client, schema }) as unknown as Database,
 		kind: 'pglite',
-		description: inMemory ? 'embedded PostgreSQL (PGlite) in memory' : `embedded PostgreSQL (PGlite) in ${config.dataDir}`,
+		description,
 		ping: async () => {
 			await client.query('select 1')
 		},
