@@ -13,7 +13,8 @@ let account: Account
 let cookie: string
 
 beforeAll(async () => {
-	t = await startTestApp()
+	// The clients' back-channel logout receivers listen on loopback (oauth.outgoing.test.ts: where they may not).
+	t = await startTestApp({ WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' })
 	as = await discover(t)
 	app = await registerClient(t, { type: 'confidential', firstParty: true })
 	spa = await registerClient(t, { type: 'public', firstParty: true })
