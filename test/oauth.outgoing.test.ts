@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from '
 import { and, eq, sql } from 'drizzle-orm'
 import * as oauth from 'oauth4webapi'
 import { jobs } from '../src/db/schema'
+import type { ResolveHost } from '../src/http/destination'
 import { logOutEndedSessionsStep } from '../src/modules/oauth/logout'
 import { startTestApp, type TestApp } from './support/app'
 import { signUp, signUpAdmin, type Account } from './support/fixtures'
@@ -67,6 +68,20 @@ async function clientKey() {
 	return { auth: oauth.PrivateKeyJwt({ key: pair.privateKey, kid }), jwk }
 }
 
+type ClientKey = Awaited<ReturnType<typeof clientKey>>
+
+/** An app with an admin, and one client key pair whose JWKS a server on loopback serves. */
+async function keyedApp(env: Record<string, string>, resolveHost: ResolveHost) {
+	const t = await startTestApp(env, undefined, { resolveHost })
+	const key = await clientKey()
+	const jwks = new JwksServer([key.jwk])
+	const close = async () => {
+		jwks.stop()
+		await t.close()
+	}
+	return { t, admin: await signUpAdmin(t), key, jwks, close }
+}
+
 /** A confidential client authenticating with private_key_jwt whose keys are at `jwksUri`, saved through the admin API. */
 async function createClient(t: TestApp, admin: Account, fields: Record<string, unknown>) {
 	const res = await t.call('POST', '/api/oauth-clients', {
@@ -85,23 +100,11 @@ async function clientCredentials(t: TestApp, clientId: string, auth: oauth.Clien
 const REFUSED_AUTH = { error: 'invalid_client', error_description: 'client authentication failed' }
 
 describe('private addresses not allowed (the default)', () => {
-	let t: TestApp
-	let admin: Account
-	let jwks: JwksServer
-	let key: Awaited<ReturnType<typeof clientKey>>
 	// The name every client uses resolves to whatever this says at the time (DNS rebinding, played).
 	let answer = PUBLIC
-
-	beforeAll(async () => {
-		t = await startTestApp({}, undefined, { resolveHost: async () => [answer] })
-		admin = await signUpAdmin(t)
-		key = await clientKey()
-		jwks = new JwksServer([key.jwk])
-	})
-	afterAll(async () => {
-		jwks.stop()
-		await t.close()
-	})
+	let t: TestApp, admin: Account, jwks: JwksServer, key: ClientKey, close: () => Promise<void>
+	beforeAll(async () => void ({ t, admin, jwks, key, close } = await keyedApp({}, async () => [answer])))
+	afterAll(() => close())
 
 	test('a jwks_uri that resolved to a public address when saved and to loopback at the token endpoint is refused there, and never connected to', async () => {
 		answer = PUBLIC
@@ -162,22 +165,10 @@ describe('private addresses not allowed (the default)', () => {
 })
 
 describe('private addresses allowed (WEBHOOK_ALLOW_PRIVATE_NETWORKS=true)', () => {
-	let t: TestApp
-	let admin: Account
-	let jwks: JwksServer
-	let key: Awaited<ReturnType<typeof clientKey>>
-
-	beforeAll(async () => {
-		// The name resolves only here: the request can reach the JWKS only at the address Latchkey checked.
-		t = await startTestApp({ WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' }, undefined, { resolveHost: async () => [LOOPBACK] })
-		admin = await signUpAdmin(t)
-		key = await clientKey()
-		jwks = new JwksServer([key.jwk])
-	})
-	afterAll(async () => {
-		jwks.stop()
-		await t.close()
-	})
+	// The name resolves only here: the request can reach the JWKS only at the address Latchkey checked.
+	let t: TestApp, admin: Account, jwks: JwksServer, key: ClientKey, close: () => Promise<void>
+	beforeAll(async () => void ({ t, admin, jwks, key, close } = await keyedApp({ WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' }, async () => [LOOPBACK])))
+	afterAll(() => close())
 
 	test("a client's assertion is verified with the keys fetched from its jwks_uri, at the address checked", async () => {
 		jwks.answer = 'keys'
