@@ -7,6 +7,7 @@ import type { DatabaseHandle } from './db/client'
 import { authGuard } from './modules/auth/guard'
 import { clientAddresses, type PeerAddress } from './http/client-ip'
 import { createCounterStore, type CounterStore } from './db/counters'
+import { systemResolver, type ResolveHost } from './http/destination'
 import { requestLogging } from './http/logging'
 import { clientInfoOf } from './http/request-context'
 import { hasMetricsToken, Metrics, metricsRoute } from './http/metrics'
@@ -46,7 +47,6 @@ import { ProviderDirectory } from './modules/oidc/providers'
 import { ProviderSignIn } from './modules/oidc/service'
 import { usersModule } from './modules/users'
 import { webhooksModule } from './modules/webhooks'
-import { systemResolver, type ResolveHost } from './modules/webhooks/destination'
 import { purgeWebhookLogStep, WebhookDelivery } from './modules/webhooks/delivery'
 import { WEBHOOK_QUEUE } from './modules/webhooks/outbox'
 import { WebhookSender } from './modules/webhooks/sender'
@@ -293,6 +293,8 @@ export function createApp({ config, database, keys, oauthKey, log, counters, pee
 		stepUp: { hasSecondFactor: async (userId) => (await secondFactorsOwed.methodsOf(userId)).length > 0 },
 		consents: oauthDirectory,
 		verifySecret: (clientId, secret) => oauthDirectory.verifySecret(clientId, secret),
+		// Its requests to clients (back-channel logout, `jwks_uri`) go where webhooks may go (API.md).
+		destinations: { ...destinations, timeoutSeconds: config.webhooks.timeoutSeconds },
 		endSession: async (sessionId, userId, client) => void (await auth.endSession(userId, sessionId, client)),
 	})
 	const sendBackchannelLogout = backchannelLogoutJob(provider)

@@ -111,24 +111,40 @@ describe('silent requests and the issuer', () => {
 })
 
 describe('guessing a client secret', () => {
+	/** A wrong secret for `clientId` at the token endpoint, from `address` (behind the trusted proxy). */
+	const guessSecret = (app: TestApp, clientId: string, address: string) =>
+		app.app.handle(
+			new Request(`${ISSUER}/oauth2/token`, {
+				method: 'POST',
+				headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-forwarded-for': address, authorization: `Basic ${btoa(`${clientId}:wrong-${address}`)}` },
+				body: 'grant_type=client_credentials',
+			}),
+		)
+
 	test('counts against the /auth budget per client id, whatever the address', async () => {
 		const limited = await startTestApp({ AUTH_RATE_LIMIT_MAX: '3', TRUST_PROXY: '10.0.0.0/8' })
 		try {
 			const target = await registerClient(limited, { type: 'confidential', firstParty: true })
 			const other = await registerClient(limited, { type: 'confidential', firstParty: true })
-			const guess = (clientId: string, address: string) =>
-				limited.app.handle(
-					new Request(`${ISSUER}/oauth2/token`, {
-						method: 'POST',
-						headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-forwarded-for': address, authorization: `Basic ${btoa(`${clientId}:wrong-${address}`)}` },
-						body: 'grant_type=client_credentials',
-					}),
-				)
+			const guess = (clientId: string, address: string) => guessSecret(limited, clientId, address)
 			const statuses = []
 			for (const address of ['192.0.2.1', '192.0.2.2', '192.0.2.3', '192.0.2.4']) statuses.push((await guess(target.clientId, address)).status)
 			expect(statuses).toEqual([401, 401, 401, 429])
 			// Another client's budget is its own.
 			expect((await guess(other.clientId, '192.0.2.5')).status).toBe(401)
+		} finally {
+			await limited.close()
+		}
+	})
+
+	test('counts against the /auth budget per client address, whatever the client', async () => {
+		const limited = await startTestApp({ AUTH_RATE_LIMIT_MAX: '3', TRUST_PROXY: '10.0.0.0/8' })
+		try {
+			const clients = await Promise.all([1, 2, 3, 4].map(() => registerClient(limited, { type: 'confidential', firstParty: true })))
+			const guess = (clientId: string, address: string) => guessSecret(limited, clientId, address)
+			const statuses = []
+			for (const { clientId } of clients) statuses.push((await guess(clientId, '192.0.2.9')).status)
+			expect(statuses).toEqual([401, 401, 401, 429])
 		} finally {
 			await limited.close()
 		}

@@ -4,16 +4,14 @@
  * console's built-in client, who may call what, and the events and audit rows each change writes.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
-import { Value } from '@sinclair/typebox/value'
 import { createHash } from 'node:crypto'
 import { and, eq, sql } from 'drizzle-orm'
 import { oauthArtifacts, oauthClients, oauthClientSecrets } from '../src/db/schema'
 import { ensureConsoleClient } from '../src/modules/oauth/clients'
-import { WEBHOOK_PAYLOADS, webhookBody } from '../src/modules/webhooks/model'
 import { problem, startTestApp, type CallResult, type TestApp } from './support/app'
 import { createTestDatabase, type TestDatabase } from './support/database'
 import { signUp, signUpAdmin, type Account } from './support/fixtures'
-import { verified, WebhookReceiver, type ReceivedDelivery } from './support/webhook-receiver'
+import { WebhookReceiver } from './support/webhook-receiver'
 
 setDefaultTimeout(60_000)
 
@@ -63,18 +61,8 @@ async function secretsOf(id: string) {
 	return db().select().from(oauthClientSecrets).where(eq(oauthClientSecrets.clientId, id)).orderBy(oauthClientSecrets.createdAt, oauthClientSecrets.id)
 }
 
-/** The deliveries of `type` about one client (waited for), verified as a receiver would, each checked against the documented payload. */
-async function eventsOf(type: string, clientId: string, count: number) {
-	const about = (delivery: ReceivedDelivery) => delivery.event.type === type && delivery.event.data.client?.clientId === clientId
-	const found = await receiver.waitFor(about, count)
-	await Bun.sleep(50)
-	expect(receiver.received.filter(about)).toHaveLength(count)
-	return found.map((delivery) => {
-		const event = verified(delivery, webhookSecret)
-		expect([...Value.Errors(webhookBody(type as keyof typeof WEBHOOK_PAYLOADS), event)].map(({ path, message }) => `${path} ${message}`)).toEqual([])
-		return event
-	})
-}
+/** The deliveries of `type` about one client, verified and checked against the documented payload. */
+const eventsOf = (type: string, clientId: string, count: number) => receiver.documentedEvents(type, (data) => data.client?.clientId === clientId, count, webhookSecret)
 
 describe('creating clients', () => {
 	test('a confidential client gets its secret once: reads and lists never show it, and the database holds only its SHA-256 digest', async () => {

@@ -4,14 +4,12 @@
  * token, grant and code that client holds for that user — and nothing of anyone else's.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
-import { Value } from '@sinclair/typebox/value'
 import { eq } from 'drizzle-orm'
 import { oauthArtifacts, oauthConsents } from '../src/db/schema'
-import { WEBHOOK_PAYLOADS, webhookBody } from '../src/modules/webhooks/model'
 import { problem, startTestApp, type TestApp } from './support/app'
 import { createTestDatabase, type TestDatabase } from './support/database'
 import { signUp, signUpAdmin, type Account } from './support/fixtures'
-import { verified, WebhookReceiver, type ReceivedDelivery } from './support/webhook-receiver'
+import { WebhookReceiver } from './support/webhook-receiver'
 
 setDefaultTimeout(60_000)
 
@@ -67,17 +65,8 @@ async function artifactsFor(account: { id: string }, client: Client, tag: string
 
 const artifactIds = async () => (await db().select({ id: oauthArtifacts.id }).from(oauthArtifacts)).map((row) => row.id)
 
-async function eventsOf(type: string, userId: string, count: number) {
-	const about = (delivery: ReceivedDelivery) => delivery.event.type === type && delivery.event.data.userId === userId
-	const found = await receiver.waitFor(about, count)
-	await Bun.sleep(50)
-	expect(receiver.received.filter(about)).toHaveLength(count)
-	return found.map((delivery) => {
-		const event = verified(delivery, webhookSecret)
-		expect([...Value.Errors(webhookBody(type as keyof typeof WEBHOOK_PAYLOADS), event)].map(({ path, message }) => `${path} ${message}`)).toEqual([])
-		return event
-	})
-}
+/** The deliveries of `type` about one user, verified and checked against the documented payload. */
+const eventsOf = (type: string, userId: string, count: number) => receiver.documentedEvents(type, (data) => data.userId === userId, count, webhookSecret)
 
 describe('consents', () => {
 	test('a grant is remembered per user and client, new scopes merge in, and the user or an admin lists them', async () => {

@@ -13,7 +13,8 @@ let account: Account
 let cookie: string
 
 beforeAll(async () => {
-	t = await startTestApp()
+	// The clients' back-channel logout receivers listen on loopback (oauth.outgoing.test.ts: where they may not).
+	t = await startTestApp({ WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' })
 	as = await discover(t)
 	app = await registerClient(t, { type: 'confidential', firstParty: true })
 	spa = await registerClient(t, { type: 'public', firstParty: true })
@@ -177,6 +178,22 @@ describe('sessions', () => {
 		expect(url.searchParams.get('login_hint')).toBe('someone@example.test')
 	})
 
+	test('one authorization in progress per browser: a second one started meanwhile takes the place of the first, which its client must start again', async () => {
+		const browser = new Browser(t)
+		const first = await browser.visit((await authorizationRequest(as, app.clientId)).url.href)
+		const second = await browser.visit((await authorizationRequest(as, spa.clientId)).url.href)
+		expect([first.url.pathname, second.url.pathname]).toEqual(['/sign-in', '/sign-in'])
+		// Signed in (as the sign-in page would), the browser goes back to each in turn.
+		const other = await signUp(t)
+		const signedIn = new Browser(t, `${browser.cookie}; ${await browserCookie(t, other)}`)
+		const backToFirst = await signedIn.visit(first.url.searchParams.get('return_to') ?? '')
+		expect(backToFirst.url.origin).toBe(ISSUER)
+		expect(backToFirst.url.searchParams.get('code')).toBeNull()
+		const backToSecond = await signedIn.visit(second.url.searchParams.get('return_to') ?? '')
+		expect(backToSecond.url.origin + backToSecond.url.pathname).toBe(REDIRECT_URI)
+		expect(backToSecond.url.searchParams.get('code')).toBeString()
+	})
+
 	test('revoking the Latchkey session through the API ends the single sign-on', async () => {
 		const other = await signUp(t)
 		const browser = new Browser(t, await browserCookie(t, other))
@@ -237,6 +254,13 @@ describe('client credentials, introspection and revocation', () => {
 		await oauth.processRevocationResponse(revocation)
 		const userinfo = await oauth.userInfoRequest(as, spa.client, tokens.access_token, through(t))
 		expect(userinfo.status).toBe(401)
+	})
+
+	test('without a resource indicator an access token is opaque: the resource server introspects it', async () => {
+		const { tokens } = await exchange(app)
+		expect(tokens.access_token).toMatch(/^[A-Za-z0-9_-]{43}$/)
+		const introspected = await oauth.processIntrospectionResponse(as, app.client, await oauth.introspectionRequest(as, app.client, app.auth, tokens.access_token, through(t)))
+		expect(introspected).toMatchObject({ active: true, client_id: app.clientId, sub: account.id, token_type: 'Bearer' })
 	})
 
 	test('a resource indicator gives an RFC 9068 JWT whose audience is the resource', async () => {

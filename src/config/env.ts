@@ -189,7 +189,7 @@ export const EnvSchema = T.Object({
 	PAGES_DIR: T.Optional(
 		T.String({ minLength: 1, description: 'folder of templates, styles and language catalogues replacing the built-in ones of the pages; must exist and be readable at start' }),
 	),
-	WEBHOOK_ALLOW_PRIVATE_NETWORKS: T.Boolean({ default: false, description: 'let webhooks reach private addresses (tests, internal receivers)' }),
+	WEBHOOK_ALLOW_PRIVATE_NETWORKS: T.Boolean({ default: false, description: 'let webhooks and the OpenID Provider’s requests to clients (back-channel logout, jwks_uri) reach private addresses (tests, internal receivers)' }),
 	WEBHOOK_TIMEOUT_SECONDS: positive(15, 'how long a webhook receiver has to answer 2xx'),
 	WEBHOOK_RETRY_SCHEDULE: T.String({
 		pattern: '^[0-9]{1,6}(\\.[0-9]{1,3})?(,[0-9]{1,6}(\\.[0-9]{1,3})?){0,19}$',

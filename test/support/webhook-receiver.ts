@@ -1,5 +1,7 @@
 import { expect } from 'bun:test'
+import { Value } from '@sinclair/typebox/value'
 import { Webhook } from 'standardwebhooks'
+import { WEBHOOK_PAYLOADS, webhookBody } from '../../src/modules/webhooks/model'
 
 /** One POST as a receiver saw it. */
 export interface ReceivedDelivery {
@@ -99,6 +101,23 @@ export class WebhookReceiver {
 			if (Date.now() > deadline) throw new Error(`waited ${timeoutMs} ms for ${count} deliveries; have ${found.length} of ${this.received.length}: ${this.received.map((d) => d.event.type).join(', ')}`)
 			await Bun.sleep(20)
 		}
+	}
+
+	/**
+	 * The `count` deliveries of `type` whose data `about` picks, waited for (and a moment more, to see that none
+	 * comes twice), each verified with `secret` as a receiver would and held to the payload the OpenAPI document
+	 * declares for its type.
+	 */
+	async documentedEvents(type: string, about: (data: Record<string, any>) => boolean, count: number, secret: string): Promise<Array<ReceivedDelivery['event']>> {
+		const matches = (delivery: ReceivedDelivery) => delivery.event.type === type && about(delivery.event.data)
+		const found = await this.waitFor(matches, count)
+		await Bun.sleep(50)
+		expect(this.received.filter(matches)).toHaveLength(count)
+		return found.map((delivery) => {
+			const event = verified(delivery, secret)
+			expect([...Value.Errors(webhookBody(type as keyof typeof WEBHOOK_PAYLOADS), event)].map(({ path, message }) => `${path} ${message}`)).toEqual([])
+			return event
+		})
 	}
 }
 

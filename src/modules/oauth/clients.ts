@@ -8,7 +8,7 @@ import { Conflict, Forbidden, NotFound, ValidationFailed, type FieldError } from
 import type { AuditLog, ClientInfo } from '../audit/service'
 import type { Caller } from '../auth/sessions'
 import { recordWebhookEvents } from '../webhooks/outbox'
-import { checkUrlForm, DestinationRefused, permittedAddresses, type DestinationPolicy } from '../webhooks/destination'
+import { checkUrlForm, DestinationRefused, permittedAddresses, type DestinationPolicy } from '../../http/destination'
 import {
 	CONSOLE_CLIENT_ID,
 	toOAuthClientResource,

@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm'
 import type Provider from 'oidc-provider'
 import type { Database } from '../../db/client'
+import { DestinationRefused } from '../../http/destination'
 import { enqueue } from '../../jobs/queue'
 import { JobFailure, PermanentJobError, type JobHandler } from '../../jobs/handler'
 import { LATCHKEY_SESSION } from './adapter'
@@ -39,6 +40,8 @@ export function backchannelLogoutJob(loadProvider: () => Promise<Provider>): Job
 		try {
 			await send.call(client, sub, sid)
 		} catch (error) {
+			// Refused as a webhook's receiver would be (the provider's `fetch`), in words that name no address.
+			if (error instanceof DestinationRefused) throw new JobFailure(`back-channel logout destination refused: ${error.message}`)
 			throw new JobFailure(`back-channel logout not accepted by the client (${error instanceof Error ? error.name : 'error'})`)
 		}
 	}

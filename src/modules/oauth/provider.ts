@@ -3,6 +3,8 @@ import type Provider from 'oidc-provider'
 import type { Configuration, KoaContextWithOIDC } from 'oidc-provider'
 import type { Database } from '../../db/client'
 import { users } from '../../db/schema'
+import { DestinationRefused, type DestinationPolicy } from '../../http/destination'
+import { guardedFetch } from '../../http/outgoing'
 import type { Logger } from '../../log'
 import { databaseAdapter, LATCHKEY_SESSION, type ClientMetadataSource } from './adapter'
 import { queueBackchannelLogouts } from './logout'
@@ -88,6 +90,8 @@ export interface ProviderDeps {
 	consents: ConsentMemory
 	/** Checks a confidential client's secret (only its hash is stored). */
 	verifySecret(clientId: string, secret: string): Promise<boolean>
+	/** Where the library's own requests to clients may go (back-channel logout, `jwks_uri`): where webhooks may. */
+	destinations: DestinationPolicy & { timeoutSeconds: number }
 	/** Ends the Latchkey session of a browser that signed out through a client (RP-initiated logout). */
 	endSession(sessionId: string, userId: string, request: { ip: string | null; userAgent: string | null; requestId: string }): Promise<void>
 }
@@ -99,6 +103,9 @@ export const SCOPES = ['openid', 'profile', 'email', 'offline_access']
 
 /** An account id as Latchkey makes them; any other `sub` names no account (and is never sent to the database). */
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
+
+/** The most of a client's document (its JWKS, its sector identifier) that is read. */
+const CLIENT_DOCUMENT_LIMIT = 64 * 1024
 
 /** The library's cookie naming the browser's interaction in progress. */
 export const INTERACTION_COOKIE = 'latchkey-interaction'
@@ -175,6 +182,7 @@ function createProvider(library: Library, deps: ProviderDeps): Provider {
 		.where(and(eq(users.id, sql.placeholder('id')), eq(users.status, 'active')))
 		.limit(1)
 		.prepare('latchkey_oauth_account')
+	const fetchGuarded = guardedFetch({ ...deps.destinations, responseLimitBytes: CLIENT_DOCUMENT_LIMIT })
 	const configuration: Configuration = {
 		// A library session ended by a sign-out through a client ("Sign out" at RP-initiated logout) ends the
 		// Latchkey session it stood for, in the same request, before the browser goes on to the client.
@@ -338,6 +346,17 @@ function createProvider(library: Library, deps: ProviderDeps): Provider {
 			ctx.type = 'html'
 			ctx.body = await deps.pages.error(requestOf(ctx, settings.issuer), String(out.error), out.error_description === undefined ? undefined : String(out.error_description))
 		},
+		// Every request the library makes goes through Latchkey's guard (the webhooks' checks and pinned address):
+		// its own (an undici dispatcher) does nothing on Bun. A refused one fails as the target being down would.
+		fetch: async (input, init) => {
+			try {
+				return await fetchGuarded(input, init)
+			} catch (error) {
+				if (error instanceof DestinationRefused) deps.log.warn({ host: hostOf(input), reason: error.message }, 'OpenID Provider request refused')
+				throw error
+			}
+		},
+		fetchResponseBodyLimits: { jwks_uri: CLIENT_DOCUMENT_LIMIT, sector_identifier_uri: CLIENT_DOCUMENT_LIMIT },
 		clientBasedCORS: (_ctx, origin, client) => client.redirectUris?.some((uri) => safeOrigin(uri) === origin) ?? false,
 		extraClientMetadata: { properties: [] },
 	}
@@ -381,6 +400,15 @@ function createProvider(library: Library, deps: ProviderDeps): Provider {
 	})
 	provider.on('server_error', (_ctx, error) => deps.log.error({ error: error instanceof Error ? error.name : 'error' }, 'OpenID Provider error'))
 	return provider
+}
+
+/** The host a request was for, for the log (never its path or query). */
+function hostOf(input: string | URL | Request) {
+	try {
+		return new URL(input instanceof Request ? input.url : input).host
+	} catch {
+		return undefined
+	}
 }
 
 function safeOrigin(uri: string) {

@@ -1,8 +1,6 @@
-import http from 'node:http'
-import https from 'node:https'
-import type { LookupFunction } from 'node:net'
 import { Webhook } from 'standardwebhooks'
-import { DestinationRefused, permittedAddresses, type DestinationPolicy } from './destination'
+import { DestinationRefused, type DestinationPolicy } from '../../http/destination'
+import { requestPinned, TimeoutError } from '../../http/outgoing'
 
 /** One try at a delivery, as the delivery log shows it. */
 export interface AttemptOutcome {
@@ -30,8 +28,8 @@ const RESPONSE_READ_LIMIT = 16 * 1024
 
 /**
  * Posts a signed event to a receiver, once. The signature is the `standardwebhooks` package's (one `v1,…`
- * per secret), so any Standard Webhooks library verifies it. The connection goes only to addresses checked
- * just before (see `permittedAddresses`); redirects are not followed; the whole exchange has
+ * per secret), so any Standard Webhooks library verifies it. The request is `requestPinned`'s: the connection
+ * goes only to addresses checked just before, redirects are not followed, and the whole exchange has
  * `timeoutSeconds`.
  */
 export class WebhookSender {
@@ -49,7 +47,6 @@ export class WebhookSender {
 		const deadline = AbortSignal.timeout(this.settings.timeoutSeconds * 1000)
 		try {
 			const url = new URL(target)
-			const addresses = await untilAborted(permittedAddresses(url, this.settings), deadline)
 			const timestamp = new Date()
 			const signature = message.secrets.map((secret) => new Webhook(secret).sign(message.id, timestamp, message.body)).join(' ')
 			const headers = {
@@ -59,7 +56,15 @@ export class WebhookSender {
 				'webhook-timestamp': String(Math.floor(timestamp.getTime() / 1000)),
 				'webhook-signature': signature,
 			}
-			const status = await this.post(url, addresses, headers, message.body, deadline)
+			const response = await requestPinned(url, { method: 'POST', headers, body: message.body }, this.settings, deadline)
+			const status = response.statusCode ?? 0
+			// The receiver's body is read (up to a limit) and dropped, its status is all that counts.
+			let read = 0
+			response.on('data', (chunk: Buffer) => {
+				read += chunk.byteLength
+				if (read > RESPONSE_READ_LIMIT) response.destroy()
+			})
+			response.on('error', () => {})
 			if (status >= 200 && status < 300) return outcome(status, null)
 			if (status >= 300 && status < 400) return outcome(status, `HTTP ${status}: redirects are not followed`)
 			return outcome(status, `HTTP ${status}`)
@@ -67,55 +72,6 @@ export class WebhookSender {
 			return outcome(null, describeFailure(error, this.settings.timeoutSeconds))
 		}
 	}
-
-	/** The receiver's status, as soon as its headers arrive; its body is then read (up to a limit) and dropped. */
-	private post(url: URL, addresses: Array<{ address: string; family: number }>, headers: Record<string, string>, body: string, deadline: AbortSignal) {
-		const client = url.protocol === 'https:' ? https : http
-		return new Promise<number>((resolve, reject) => {
-			const request = client.request(
-				url,
-				{
-					method: 'POST',
-					headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) },
-					// Connect to the addresses just checked, never to a second lookup's answer.
-					lookup: ((_hostname: string, options: { all?: boolean }, callback: (...args: unknown[]) => void) => {
-						const [first] = addresses
-						if (options.all) callback(null, addresses)
-						else callback(null, first?.address, first?.family)
-					}) as unknown as LookupFunction,
-					agent: false,
-				},
-				(response) => {
-					resolve(response.statusCode ?? 0)
-					let read = 0
-					response.on('data', (chunk: Buffer) => {
-						read += chunk.byteLength
-						if (read > RESPONSE_READ_LIMIT) response.destroy()
-					})
-					response.on('error', () => {})
-				},
-			)
-			const abort = () => request.destroy(new TimeoutError())
-			deadline.addEventListener('abort', abort, { once: true })
-			request.on('error', reject)
-			request.on('close', () => deadline.removeEventListener('abort', abort))
-			request.end(body)
-		})
-	}
-}
-
-/** `promise`, or a TimeoutError once `signal` aborts. */
-function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
-	if (signal.aborted) return Promise.reject(new TimeoutError())
-	return new Promise<T>((resolve, reject) => {
-		const abort = () => reject(new TimeoutError())
-		signal.addEventListener('abort', abort, { once: true })
-		promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', abort))
-	})
-}
-
-class TimeoutError extends Error {
-	override readonly name = 'TimeoutError'
 }
 
 const CONNECTION_ERRORS: Record<string, string> = {

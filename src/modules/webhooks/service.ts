@@ -7,7 +7,7 @@ import { Conflict, NotFound, ValidationFailed } from '../../http/problem'
 import { enqueue, runWaitingJobNow } from '../../jobs/queue'
 import type { AuditLog, ClientInfo } from '../audit/service'
 import type { Caller, Queryable } from '../auth/sessions'
-import { checkUrlForm, DestinationRefused, permittedAddresses, type DestinationPolicy } from './destination'
+import { checkUrlForm, DestinationRefused, permittedAddresses, type DestinationPolicy } from '../../http/destination'
 import type { CreateWebhookInput, DeliveriesQuery, ReplaceWebhookInput, WebhookDeliveryResource, WebhookEndpointResource } from './model'
 import { PING_EVENT, WEBHOOK_QUEUE } from './outbox'
 

@@ -7,15 +7,21 @@ export type ResolveHost = (hostname: string) => Promise<Array<{ address: string;
 
 export const systemResolver: ResolveHost = (hostname) => lookup(hostname, { all: true, verbatim: true })
 
+/*
+ * Where Latchkey's own outgoing requests may go: webhooks, and the OpenID Provider's requests to its clients
+ * (back-channel logout, a client's `jwks_uri`). Their URLs come from admins or clients, so they are checked
+ * as an attacker's would be (SSRF): see outgoing.ts for the request that uses these checks.
+ */
+
 export interface DestinationPolicy {
-	/** `http://` receivers (development and tests); `https://` only otherwise. */
+	/** `http://` targets (development and tests); `https://` only otherwise. */
 	allowHttp: boolean
 	/** Loopback, private, link-local and other non-public addresses (WEBHOOK_ALLOW_PRIVATE_NETWORKS). */
 	allowPrivateNetworks: boolean
 	resolve: ResolveHost
 }
 
-/** Why a URL may not receive webhooks; the words are shown to admins as they are. */
+/** Why a URL may not be requested; the words are shown to admins as they are. */
 export class DestinationRefused extends Error {
 	override readonly name = 'DestinationRefused'
 }
@@ -54,7 +60,7 @@ function embeddedIPv4(address: ipaddr.IPv6): ipaddr.IPv4[] {
 	return found
 }
 
-/** Cloud instance metadata (credentials live there): never a receiver, private networks allowed or not. */
+/** Cloud instance metadata (credentials live there): never a target, private networks allowed or not. */
 const METADATA_RANGES = ['169.254.169.254/32', '169.254.170.2/32', '100.100.100.200/32', 'fd00:ec2::254/128'].map(cidr)
 
 /** Whether the address, or an IPv4 address it may lead to, is in a metadata range. */
@@ -78,7 +84,7 @@ function isPublic(address: Address): boolean {
 
 const parse = (address: string): Address | undefined => (ipaddr.isValid(address) ? ipaddr.parse(address.replace(/%.*$/, '')) : undefined)
 
-/** The scheme and form of a receiver's URL, before any lookup. */
+/** The scheme and form of a target's URL, before any lookup. */
 export function checkUrlForm(raw: string, policy: Pick<DestinationPolicy, 'allowHttp'>): URL {
 	let url: URL
 	try {
