@@ -200,6 +200,23 @@ describe('"email me a code"', () => {
 	})
 })
 
+test('"email me a code" and the passkey’s answer are charged to the /auth budget, as their API routes are', async () => {
+	const limited = await startTestApp({ AUTH_RATE_LIMIT_MAX: '2', RATE_LIMIT_MAX: '100' })
+	try {
+		const browser = new PageBrowser(limited)
+		const form = await browser.get(withReturn('/sign-in'))
+		for (let i = 0; i < 2; i++) expect((await browser.post(withReturn('/sign-in/email-code'), { csrf: csrfOf(form), email: 'ada@example.test' })).status).toBe(200)
+		const refused = await browser.post(withReturn('/sign-in/email-code'), { csrf: csrfOf(form), email: 'ada@example.test' })
+		expect(refused.status).toBe(429)
+		expect(refused.headers.get('retry-after')).toBeTruthy()
+		expect(refused.html).toContain('Too many attempts from your network.')
+		expect(PageBrowser.decoded(refused.html)).toContain(`<a class="button" href="${withReturn('/sign-in')}">`)
+		expect((await browser.post('/sign-in/passkey', { csrf: csrfOf(form), response: '{}' })).status).toBe(429)
+	} finally {
+		await limited.close()
+	}
+})
+
 describe('an identity provider', () => {
 	/** The provider's button on /sign-in, through the provider, back to the page's return (not yet opened). */
 	async function throughProvider(browser: PageBrowser, identity: { sub: string; email?: string; email_verified?: boolean }) {
@@ -269,6 +286,8 @@ describe('an identity provider', () => {
 		expect(denied.status).toBe(400)
 		expect(denied.html).toContain('The sign-in was cancelled at the identity provider.')
 		expect(denied.html).toContain('<h1>Sign in to Latchkey</h1>')
+		// The problem is not the fields'.
+		expect(denied.html).not.toContain('aria-invalid')
 		const odd = await browser.get('/sign-in/provider/callback?error=%3Cscript%3E')
 		expect(odd.html).toContain('The identity provider refused the sign-in.')
 	})

@@ -126,8 +126,12 @@ export function pages({ renderer, settings, auth, factors, codeSignIn, providers
 	/**
 	 * The sign-in form, with what was typed (never the password) and a problem if there was one; beside it the
 	 * other ways in: a code by mail (when on), a passkey (shown by its script), the identity providers.
+	 * `aside`: the problem is not the fields' (a provider's or a passkey's), which are then not marked invalid.
 	 */
-	const signInForm = (request: Request, { email = '', error, status = 200, returnTo }: { email?: string; error?: string; status?: number; returnTo?: string } = {}) => {
+	const signInForm = (
+		request: Request,
+		{ email = '', error, status = 200, returnTo, aside = false }: { email?: string; error?: string; status?: number; returnTo?: string; aside?: boolean } = {},
+	) => {
 		const csrf = formToken(request)
 		const listed = providers.list()
 		const view: PageView = {
@@ -139,6 +143,7 @@ export function pages({ renderer, settings, auth, factors, codeSignIn, providers
 			csrf: csrf.token,
 			email,
 			error,
+			fieldsInvalid: !!error && !aside,
 			focusEmail: !error && !email,
 			focusPassword: !error && !!email,
 		}
@@ -258,7 +263,7 @@ export function pages({ renderer, settings, auth, factors, codeSignIn, providers
 				if (!force && (await browserSessions.current(request))) return redirect(returnTo)
 				// A provider flow whose state this browser does not hold ends here (the API's fallback without APP_URL).
 				const failed = query.get('error')
-				return signInForm(request, { email: loginHint, error: failed ? providerProblem(request, failed) : undefined })
+				return signInForm(request, { email: loginHint, error: failed ? providerProblem(request, failed) : undefined, aside: true })
 			})
 			.post(
 				'/sign-in',
@@ -355,14 +360,14 @@ export function pages({ renderer, settings, auth, factors, codeSignIn, providers
 					} catch {
 						response = undefined
 					}
-					if (!Value.Check(FactorModel.authenticationResponse, response)) return signInForm(request, { error: problemText(request, 'passkey-refused'), status: 422 })
+					if (!Value.Check(FactorModel.authenticationResponse, response)) return signInForm(request, { error: problemText(request, 'passkey-refused'), status: 422, aside: true })
 					const { token, binding } = browserSessions.newBinding(clientIdOf(returnTo))
 					try {
 						await factors.signInWithPasskey(response, client, binding)
 					} catch (error) {
 						if (!(error instanceof AppError) || !FORM_PROBLEMS.has(error.kind)) throw error
 						const { status, text } = shown(request, error, client.requestId)
-						return signInForm(request, { error: error.kind === 'invalid-credentials' ? problemText(request, 'passkey-refused') : text, status })
+						return signInForm(request, { error: error.kind === 'invalid-credentials' ? problemText(request, 'passkey-refused') : text, status, aside: true })
 					}
 					return signedIn(request, client, token, returnTo)
 				},
@@ -376,7 +381,7 @@ export function pages({ renderer, settings, auth, factors, codeSignIn, providers
 				if (refused === 'cross-site') return crossSitePage(request)
 				if (refused) return signInForm(request, { error: problemText(request, refused), status: 403 })
 				const provider = providers.list().find(({ id }) => id === form.provider)
-				if (!provider) return signInForm(request, { error: providerProblem(request, 'unknown-provider'), status: 422 })
+				if (!provider) return signInForm(request, { error: providerProblem(request, 'unknown-provider'), status: 422, aside: true })
 				// The page is the flow's frontend: its PKCE verifier stays in this browser, the API's own route does the rest.
 				const verifier = newOpaqueToken()
 				const start = new URLSearchParams({ redirectTo: providers.pagesReturnUrl, codeChallenge: digestOf(verifier, 'base64url'), codeChallengeMethod: 'S256' })
@@ -391,7 +396,7 @@ export function pages({ renderer, settings, auth, factors, codeSignIn, providers
 				const code = query.get('code')
 				const failed = query.get('error') ?? (!code || !flow ? 'invalid-state' : undefined)
 				let page: Response
-				if (failed || !code || !flow) page = signInForm(request, { error: providerProblem(request, failed ?? 'invalid-state'), status: 400, returnTo })
+				if (failed || !code || !flow) page = signInForm(request, { error: providerProblem(request, failed ?? 'invalid-state'), status: 400, returnTo, aside: true })
 				else {
 					const { token, binding } = browserSessions.newBinding(clientIdOf(returnTo))
 					let outcome: Awaited<ReturnType<ProviderSignIn['exchange']>> | undefined
@@ -405,7 +410,7 @@ export function pages({ renderer, settings, auth, factors, codeSignIn, providers
 						failure = error.kind === 'invalid-code' ? { status: 400, text: providerProblem(request, 'invalid-state') } : { status, text }
 					}
 					page = !outcome
-						? signInForm(request, { error: failure?.text, status: failure?.status ?? 400, returnTo })
+						? signInForm(request, { error: failure?.text, status: failure?.status ?? 400, returnTo, aside: true })
 						: 'mfaRequired' in outcome
 							? secondFactorForm(request, { email: '', mfaToken: outcome.mfaToken, methods: outcome.methods, returnTo })
 							: await signedIn(request, client, token, returnTo)
@@ -461,12 +466,13 @@ export function pageProblems(renderer: PageRenderer): PageProblemRenderer {
 		const error = found === key ? renderer.text(language, 'problem.default') : found
 		if (path === '/sign-in' && FORM_PROBLEMS.has(kind)) {
 			const csrf = formToken(request)
-			const view: PageView = { action: signInAction(request), csrf: csrf.token, email: '', error }
+			const view: PageView = { action: signInAction(request), csrf: csrf.token, email: '', error, fieldsInvalid: true }
 			const page = renderer.page(request, 'sign-in', view, { title: 'signIn.title', status, cookies: csrf.setCookie ? [csrf.setCookie] : [] })
 			if (retryAfterSeconds) page.headers.set('retry-after', String(retryAfterSeconds))
 			return page
 		}
-		const page = renderer.page(request, 'problem', { error, back: path === '/sign-in' ? signInAction(request) : '/sign-in' }, { title: 'problem.title', status })
+		// The sign-in's own paths carry where it goes next (return_to): the way back keeps it.
+		const page = renderer.page(request, 'problem', { error, back: path.startsWith('/sign-in') ? signInAction(request) : '/sign-in' }, { title: 'problem.title', status })
 		if (retryAfterSeconds) page.headers.set('retry-after', String(retryAfterSeconds))
 		return page
 	}
