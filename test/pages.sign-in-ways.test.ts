@@ -290,6 +290,10 @@ describe('an identity provider', () => {
 		expect(denied.html).not.toContain('aria-invalid')
 		const odd = await browser.get('/sign-in/provider/callback?error=%3Cscript%3E')
 		expect(odd.html).toContain('The identity provider refused the sign-in.')
+		// A return whose state this browser does not hold lands on /sign-in (the API's fallback without APP_URL).
+		const fallback = await new PageBrowser(t).get('/sign-in?error=invalid-state&error_description=x')
+		expect(fallback.status).toBe(200)
+		expect(fallback.html).toContain('This sign-in was not started in this browser, or took too long. Start again.')
 	})
 
 	test('an unknown provider, a missing token or another site are refused at the button', async () => {
