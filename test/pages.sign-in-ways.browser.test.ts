@@ -12,7 +12,7 @@ import { createServer, type AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core'
 import { startTestApp, type TestApp } from './support/app'
-import { signUp, uniqueEmail } from './support/fixtures'
+import { PASSWORD, signUp, uniqueEmail } from './support/fixtures'
 import { TestOpenIdProvider } from './support/oidc-provider'
 import { SoftAuthenticator } from './support/soft-authenticator'
 import { addPasskey, waitForMails } from './support/ways-in'
@@ -134,6 +134,27 @@ describe('the passkey button', () => {
 		await context.close()
 	})
 
+	test('as the second factor: after the password, "Use your passkey" finishes the sign-in', async () => {
+		const account = await signUp(t)
+		const authenticator = new SoftAuthenticator(base, 'localhost')
+		await addPasskey(t, account, authenticator)
+		const context = await browser.newContext({ viewport: { width: 320, height: 640 } })
+		const { page, violations } = await openPage(context)
+		await virtualAuthenticator(page, authenticator)
+		await page.goto(`${base}/sign-in?return_to=%2Faccount`)
+		await page.fill('#email', account.email)
+		await page.fill('#password', PASSWORD)
+		await Promise.all([page.waitForLoadState('load'), page.click('button[type=submit]')])
+		// A button's name, exactly: the heading above it says "Or use your passkey".
+		const usePasskey = page.getByRole('button', { name: 'Use your passkey', exact: true })
+		await usePasskey.waitFor({ state: 'visible' })
+		await usePasskey.click()
+		await page.waitForURL(`${base}/account`)
+		expect(await page.textContent('main')).toContain(`Signed in as ${account.email}`)
+		expect(violations).toEqual([])
+		await context.close()
+	})
+
 	test('stays hidden without script', async () => {
 		const context = await browser.newContext({ javaScriptEnabled: false })
 		const { page } = await openPage(context)
@@ -203,7 +224,17 @@ describe('axe-core finds no serious or critical violation on the other ways in',
 			await page.waitForSelector('#error-summary')
 			await check('email-code-error')
 
-			expect(found).toEqual({ 'sign-in-all-ways': [], 'sign-in-passkey-failed': [], 'sign-in-provider-error': [], 'email-code': [], 'email-code-error': [] })
+			// The second factor of an account with a passkey: the code's field and the passkey's button.
+			const withPasskey = await signUp(t)
+			await addPasskey(t, withPasskey, new SoftAuthenticator(base, 'localhost'))
+			await page.goto(`${base}/sign-in?force=1`)
+			await page.fill('#email', withPasskey.email)
+			await page.fill('#password', PASSWORD)
+			await Promise.all([page.waitForLoadState('load'), page.click('button[type=submit]')])
+			await page.getByRole('button', { name: 'Use your passkey', exact: true }).waitFor({ state: 'visible' })
+			await check('second-factor-passkey')
+
+			expect(found).toEqual({ 'sign-in-all-ways': [], 'sign-in-passkey-failed': [], 'sign-in-provider-error': [], 'email-code': [], 'email-code-error': [], 'second-factor-passkey': [] })
 			expect(violations).toEqual([])
 			await context.close()
 		})

@@ -338,3 +338,46 @@ describe('a passkey’s answer posted by the page', () => {
 		expect(await browserSession(browser)).toMatchObject({ userId: account.id, amr: ['hwk', 'mfa'], aal: 'aal2', clientId: 'some-app' })
 	})
 })
+
+describe('a passkey as the second factor', () => {
+	test('after the password, the page offers the passkey; its answer finishes the sign-in at aal2', async () => {
+		const account = await signUp(t)
+		const authenticator = new SoftAuthenticator(ORIGIN, 'localhost')
+		await addPasskey(t, account, authenticator)
+		const browser = new PageBrowser(t)
+		const owed = await browser.signIn(account.email, undefined, `?${new URLSearchParams({ return_to: RETURN_TO })}`)
+		expect(owed.status).toBe(200)
+		expect(owed.html).toContain('Use your passkey, or enter one of the recovery codes you saved')
+		expect(owed.html).toContain('<section class="other-ways" id="other-ways" aria-labelledby="other-ways-title" hidden>')
+		expect(owed.html).toContain('<button type="submit" class="secondary">Use your passkey</button>')
+		expect(owed.html).toContain('<script src="/pages/sign-in.js" defer></script>')
+		const mfaToken = PageBrowser.field(owed.html, 'mfaToken')
+		const challenge = async () => (await t.call('POST', '/api/auth/mfa/challenges', { json: { mfaToken } })).body.data
+
+		const refused = await browser.post(withReturn('/sign-in'), {
+			csrf: csrfOf(owed),
+			mfaToken,
+			email: account.email,
+			passkey: '1',
+			response: JSON.stringify(authenticator.authenticate(await challenge(), { origin: 'https://evil.example' })),
+		})
+		expect(refused.status).toBe(401)
+		expect(refused.html).toContain('That passkey could not sign you in.')
+		// The passkey's button survives the refusal.
+		expect(refused.html).toContain('<button type="submit" class="secondary">Use your passkey</button>')
+
+		const done = await browser.post(withReturn('/sign-in'), { csrf: csrfOf(owed), mfaToken, email: account.email, passkey: '1', response: JSON.stringify(authenticator.authenticate(await challenge())) })
+		expect(done.status).toBe(303)
+		expect(done.location).toBe(RETURN_TO)
+		expect(await browserSession(browser)).toMatchObject({ userId: account.id, amr: ['pwd', 'hwk', 'mfa'], aal: 'aal2' })
+	})
+
+	test('an account without a passkey is offered none', async () => {
+		const account = await signUp(t)
+		await enrollTotp(t, account)
+		const owed = await new PageBrowser(t).signIn(account.email)
+		expect(owed.html).toContain('<h1>Enter your verification code</h1>')
+		expect(owed.html).not.toContain('passkey')
+		expect(owed.html).not.toContain('<script')
+	})
+})

@@ -105,6 +105,16 @@ const FORM_PROBLEMS = new Set(['invalid-credentials', 'login-locked', 'rate-limi
 /** The problems of a code by mail that its page shows again. */
 const EMAIL_CODE_PROBLEMS = new Set(['invalid-code', 'login-locked', 'rate-limited', 'email-not-verified', 'too-many-codes', 'mail-unavailable'])
 
+/** A passkey's answer as the page's script posts it (AuthenticationResponseJSON), or undefined when it is not one. */
+function passkeyAnswer(raw: string | undefined) {
+	try {
+		const parsed: unknown = JSON.parse(raw ?? '')
+		return Value.Check(FactorModel.authenticationResponse, parsed) ? parsed : undefined
+	} catch {
+		return undefined
+	}
+}
+
 /** The page's provider flow, from its cookie: the verifier and where to go next (undefined when missing or malformed). */
 function providerFlowOf(request: Request): { verifier: string; returnTo: string } | undefined {
 	const [verifier, encoded] = (readCookie(request, PROVIDER_FLOW_COOKIE) ?? '').split('.')
@@ -169,16 +179,24 @@ export function pages({ renderer, settings, auth, factors, codeSignIn, providers
 	/** The second step: the code form, carrying the half-done sign-in's mfaToken. */
 	const secondFactorForm = (
 		request: Request,
-		{ email, mfaToken, methods, error, status = 200, returnTo }: { email: string; mfaToken: string; methods?: MfaMethod[]; error?: string; status?: number; returnTo?: string },
+		{
+			email,
+			mfaToken,
+			methods,
+			passkey = methods?.includes('webauthn') ?? false,
+			error,
+			status = 200,
+			returnTo,
+		}: { email: string; mfaToken: string; methods?: MfaMethod[]; passkey?: boolean; error?: string; status?: number; returnTo?: string },
 	) => {
 		const language = renderer.languageOf(request)
 		const csrf = formToken(request)
 		const intro =
 			!methods || methods.includes('totp')
 				? renderer.text(language, 'secondFactor.intro')
-				: methods.includes('recovery-code')
-					? renderer.text(language, 'secondFactor.introRecoveryOnly')
-					: renderer.text(language, 'secondFactor.passkeyOnly')
+				: methods.includes('webauthn')
+					? renderer.text(language, 'secondFactor.passkeyOnly')
+					: renderer.text(language, 'secondFactor.introRecoveryOnly')
 		const view: PageView = {
 			action: signInAction(request, returnTo),
 			restart: `${signInAction(request, returnTo)}${signInAction(request, returnTo).includes('?') ? '&' : '?'}force=1`,
@@ -187,6 +205,8 @@ export function pages({ renderer, settings, auth, factors, codeSignIn, providers
 			email,
 			signingInAs: email ? renderer.text(language, 'secondFactor.signingInAs', { email }) : undefined,
 			intro,
+			// The account has a passkey: its button (shown by /pages/sign-in.js), and the flag that keeps it across a refusal.
+			passkey,
 			error,
 			focusField: !error,
 		}
@@ -231,21 +251,31 @@ export function pages({ renderer, settings, auth, factors, codeSignIn, providers
 		return redirect(returnTo, [browserSessions.cookie(token, sessionTtlSeconds)])
 	}
 
+	/** The second step: a code typed, or a passkey's answer posted by the page's script. */
 	const secondStep = async (request: Request, form: Form, client: ClientInfo, returnTo: string) => {
 		const email = (form.email ?? '').slice(0, 320)
 		const mfaToken = (form.mfaToken ?? '').slice(0, 200)
-		const typed = (form.code ?? '').trim()
-		if (!typed) return secondFactorForm(request, { email, mfaToken, error: problemText(request, 'missing-code'), status: 422 })
-		const digits = typed.replace(/\s/g, '')
-		const method: MfaMethod = /^\d{6}$/.test(digits) ? 'totp' : 'recovery-code'
+		const passkey = form.passkey === '1'
+		let proof: Omit<Parameters<FactorsService['completeMfa']>[0], 'mfaToken'>
+		if (form.response !== undefined) {
+			const response = passkeyAnswer(form.response)
+			if (!response) return secondFactorForm(request, { email, mfaToken, passkey, error: problemText(request, 'passkey-refused'), status: 422 })
+			proof = { method: 'webauthn', response }
+		} else {
+			const typed = (form.code ?? '').trim()
+			if (!typed) return secondFactorForm(request, { email, mfaToken, passkey, error: problemText(request, 'missing-code'), status: 422 })
+			const digits = typed.replace(/\s/g, '')
+			proof = /^\d{6}$/.test(digits) ? { method: 'totp', code: digits } : { method: 'recovery-code', code: typed.slice(0, 64) }
+		}
 		const { token, binding } = browserSessions.newBinding(clientIdOf(returnTo))
 		try {
-			await factors.completeMfa({ mfaToken, method, code: method === 'totp' ? digits : typed.slice(0, 64) }, client, binding)
+			await factors.completeMfa({ mfaToken, ...proof }, client, binding)
 		} catch (error) {
 			if (!(error instanceof AppError)) throw error
-			const { status, text, retryAfter } = shown(request, error, client.requestId)
+			const { status, text: said, retryAfter } = shown(request, error, client.requestId)
+			const text = proof.method === 'webauthn' && error.kind === 'invalid-second-factor' ? problemText(request, 'passkey-refused') : said
 			const page =
-				error.kind === 'invalid-mfa-token' ? signInForm(request, { email, error: text, status }) : secondFactorForm(request, { email, mfaToken, error: text, status })
+				error.kind === 'invalid-mfa-token' ? signInForm(request, { email, error: text, status }) : secondFactorForm(request, { email, mfaToken, passkey, error: text, status })
 			if (retryAfter) page.headers.set('retry-after', retryAfter)
 			return page
 		}
@@ -276,7 +306,7 @@ export function pages({ renderer, settings, auth, factors, codeSignIn, providers
 					if (refused) {
 						const error = problemText(request, refused)
 						return form.mfaToken
-							? secondFactorForm(request, { email, mfaToken: form.mfaToken.slice(0, 200), error, status: 403 })
+							? secondFactorForm(request, { email, mfaToken: form.mfaToken.slice(0, 200), passkey: form.passkey === '1', error, status: 403 })
 							: signInForm(request, { email, error, status: 403 })
 					}
 					if (form.mfaToken !== undefined) return secondStep(request, form, client, returnTo)
@@ -353,14 +383,8 @@ export function pages({ renderer, settings, auth, factors, codeSignIn, providers
 					const refused = refusal(request, form)
 					if (refused === 'cross-site') return crossSitePage(request)
 					if (refused) return signInForm(request, { error: problemText(request, refused), status: 403 })
-					// The authenticator's answer, as the page's script put it in the form (AuthenticationResponseJSON).
-					let response: unknown
-					try {
-						response = JSON.parse(form.response ?? '')
-					} catch {
-						response = undefined
-					}
-					if (!Value.Check(FactorModel.authenticationResponse, response)) return signInForm(request, { error: problemText(request, 'passkey-refused'), status: 422, aside: true })
+					const response = passkeyAnswer(form.response)
+					if (!response) return signInForm(request, { error: problemText(request, 'passkey-refused'), status: 422, aside: true })
 					const { token, binding } = browserSessions.newBinding(clientIdOf(returnTo))
 					try {
 						await factors.signInWithPasskey(response, client, binding)

@@ -1,7 +1,9 @@
-// /pages/sign-in.js: the sign-in page's "Sign in with a passkey" (the pages' policy runs no inline script).
-// Without script or without WebAuthn the button stays hidden and the page's other ways work as they are.
-// It asks POST /api/auth/passkey/challenges for options, lets the browser sign, and posts the answer
-// (AuthenticationResponseJSON) with the form's token to /sign-in/passkey, which sets the browser's session.
+// /pages/sign-in.js: the sign-in pages' passkey button (the pages' policy runs no inline script): "Sign in
+// with a passkey" on /sign-in, "Use your passkey" as a second factor. Without script or without WebAuthn
+// the button stays hidden and the page's other ways work as they are. It asks the API for options
+// (POST /api/auth/passkey/challenges, or /api/auth/mfa/challenges with the form's mfaToken), lets the
+// browser sign, and posts the answer (AuthenticationResponseJSON) in the form, with its token, to the
+// page (/sign-in/passkey, or /sign-in), which sets the browser's session.
 ;(() => {
 	const box = document.getElementById('passkey')
 	const form = box && box.querySelector('form')
@@ -27,7 +29,13 @@
 		busy = true
 		status.textContent = ''
 		try {
-			const answer = await fetch('/api/auth/passkey/challenges', { method: 'POST', headers: { accept: 'application/json', 'content-type': 'application/json' } })
+			// A second factor owed (the form carries its mfaToken) signs that sign-in's challenge; else any passkey of this site.
+			const mfaToken = form.elements.mfaToken ? form.elements.mfaToken.value : undefined
+			const answer = await fetch(mfaToken ? '/api/auth/mfa/challenges' : '/api/auth/passkey/challenges', {
+				method: 'POST',
+				headers: { accept: 'application/json', 'content-type': 'application/json' },
+				body: mfaToken ? JSON.stringify({ mfaToken }) : undefined,
+			})
 			if (!answer.ok) throw new Error('no options')
 			const options = (await answer.json()).data
 			const credential = await navigator.credentials.get({
