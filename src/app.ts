@@ -376,7 +376,19 @@ export function createApp({ config, database, keys, oauthKey, log, counters, pee
 		.use(config.metrics.enabled ? metricsRoute(metrics, config.metrics.token) : new Elysia({ name: 'metrics-disabled' }))
 		.use(api)
 		.use(protocolModule({ provider, issuer, interactions, htmlHeaders: pageHeaders(renderer.csp) }))
-		.use(pages({ renderer, settings, auth, factors, browserSessions, sessionTtlSeconds: config.jwt.refreshTtlSeconds }))
+		.use(
+			pages({
+				renderer,
+				settings,
+				auth,
+				factors,
+				// The /sign-in page's other ways in, on the services their API routes use.
+				codeSignIn: config.mail.codeSignIn ? codeSignIn : undefined,
+				providers: providerSignIn,
+				browserSessions,
+				sessionTtlSeconds: config.jwt.refreshTtlSeconds,
+			}),
+		)
 		.use(consentPage({ renderer, settings, interactions, browserSessions }))
 		// Every path is a route, so that a 404 or 405 passes the rate limits like any other answer.
 		.all('/*', ({ request, path }) => {

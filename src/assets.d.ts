@@ -24,3 +24,7 @@ declare module '*.css' {
 	const text: string
 	export default text
 }
+declare module '*.page.js' {
+	const text: string
+	export default text
+}

@@ -2,6 +2,7 @@ import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import Mustache from 'mustache'
 import Negotiator from 'negotiator'
+import signInScript from './assets/sign-in.page.js' with { type: 'text' }
 import styles from './assets/styles.css' with { type: 'text' }
 import en from './locales/en.json'
 import account from './templates/account.mustache' with { type: 'text' }
@@ -12,6 +13,7 @@ import secondFactor from './templates/second-factor.mustache' with { type: 'text
 import signIn from './templates/sign-in.mustache' with { type: 'text' }
 import signOut from './templates/sign-out.mustache' with { type: 'text' }
 import consent from './templates/consent.mustache' with { type: 'text' }
+import emailCode from './templates/email-code.mustache' with { type: 'text' }
 import deviceCode from './templates/device-code.mustache' with { type: 'text' }
 import deviceConfirm from './templates/device-confirm.mustache' with { type: 'text' }
 import message from './templates/message.mustache' with { type: 'text' }
@@ -31,6 +33,7 @@ const BUILT_IN_TEMPLATES = {
 	'error-summary': errorSummary,
 	'sign-in': signIn,
 	'second-factor': secondFactor,
+	'email-code': emailCode,
 	account,
 	'sign-out': signOut,
 	problem,
@@ -171,6 +174,8 @@ export interface PageOptions {
  */
 export class PageRenderer {
 	readonly styles: string
+	/** /pages/sign-in.js: the sign-in page's passkey button (the policy admits no inline script). */
+	readonly signInScript = signInScript
 	readonly theme: string
 	readonly csp: string
 	private readonly templates: Record<TemplateName, string>

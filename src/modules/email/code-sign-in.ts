@@ -4,7 +4,7 @@ import { users } from '../../db/schema'
 import type { AuditLog, ClientInfo } from '../audit/service'
 import type { AuthService } from '../auth/service'
 import type { SessionAssurance } from '../auth/sessions'
-import type { IssuedSession, SecondFactorOwed, SignIn } from '../auth/sign-in'
+import type { BrowserBinding, IssuedSession, SecondFactorOwed, SignIn } from '../auth/sign-in'
 import { normalizeEmail } from '../users/model'
 import { invalidCode, type EmailService } from './service'
 
@@ -39,7 +39,8 @@ export class EmailCodeSignIn {
 		return this.deps.email.request('sign-in', email, client)
 	}
 
-	async signIn(email: string, code: string, client: ClientInfo): Promise<IssuedSession | SecondFactorOwed> {
+	/** With `browser`, the session is also the browser's behind the pages' cookie (the /sign-in page's "email me a code"). */
+	async signIn(email: string, code: string, client: ClientInfo, browser?: BrowserBinding): Promise<IssuedSession | SecondFactorOwed> {
 		const { db, audit, email: mail, signIn, attempts } = this.deps
 		const address = normalizeEmail(email)
 		// Reserved before the code is looked at, as a password is: of guesses sent at once, no more than the threshold are judged.
@@ -61,8 +62,8 @@ export class EmailCodeSignIn {
 					await audit.record('login.mfa-required', client, { subjectId: user.id, details: { methods: still.secondFactor.join(' '), method: 'email-code' } })
 					return signIn.secondFactorOwed(account, EMAIL_CODE_ONLY, still.secondFactor)
 				}
-				issued = account && still && 'session' in still ? await signIn.start(account.id, account.credentialsVersion, still.session, client, async () => true) : undefined
-			} else issued = await signIn.start(user.id, user.credentialsVersion, owed.session, client, spend)
+				issued = account && still && 'session' in still ? await signIn.start(account.id, account.credentialsVersion, still.session, client, async () => true, browser) : undefined
+			} else issued = await signIn.start(user.id, user.credentialsVersion, owed.session, client, spend, browser)
 			if (!issued) {
 				// Another request spent the code first, or the account changed since it was checked.
 				await audit.record('login.failed', client, { subjectId: user.id, details: { email: address, reason: 'code-spent-meanwhile' } })

@@ -621,8 +621,8 @@ export class FactorsService {
 		return options
 	}
 
-	/** Passwordless sign-in: a passkey with user verification is two factors in one (aal2). */
-	async signInWithPasskey(response: AuthenticationResponseJSON, client: ClientInfo): Promise<IssuedSession> {
+	/** Passwordless sign-in: a passkey with user verification is two factors in one (aal2). With `browser`, the pages' session too. */
+	async signInWithPasskey(response: AuthenticationResponseJSON, client: ClientInfo, browser?: BrowserBinding): Promise<IssuedSession> {
 		const { db, audit } = this.deps
 		const challenge = challengeOf(response)
 		const [spent] = challenge
@@ -635,7 +635,7 @@ export class FactorsService {
 		const [user] = proof ? await db.select().from(users).where(eq(users.id, proof.userId)) : []
 		const issued =
 			proof && user && user.status === 'active'
-				? await this.deps.signIn.start(user.id, user.credentialsVersion, { amr: ['hwk', 'mfa'], aal: 'aal2', enrollmentOnly: false }, client, proof.spend)
+				? await this.deps.signIn.start(user.id, user.credentialsVersion, { amr: ['hwk', 'mfa'], aal: 'aal2', enrollmentOnly: false }, client, proof.spend, browser)
 				: undefined
 		if (!issued) {
 			await audit.record('login.failed', client, { subjectId: user?.id, details: { reason: spent ? 'passkey-refused' : 'challenge-unknown', method: 'passkey' } })

@@ -56,7 +56,7 @@ export const oidcModule = ({ signIn, guard, jwt }: OidcModuleDeps) =>
 					operationId: 'startProviderSignIn',
 					summary: 'Go to the provider to sign in (302)',
 					description:
-						'Open this in the browser (a top-level navigation). The frontend makes a PKCE verifier, keeps it, and sends its S256 challenge; the callback returns to `redirectTo` with a one-time `code` for POST /auth/sessions. A `redirectTo` outside REDIRECT_URLS is 400, with no redirect. A provider that cannot be reached sends the browser to `redirectTo` with `error=provider-unavailable`.',
+						'Open this in the browser (a top-level navigation). The frontend makes a PKCE verifier, keeps it, and sends its S256 challenge; the callback returns to `redirectTo` with a one-time `code` for POST /auth/sessions. A `redirectTo` outside REDIRECT_URLS is 400, with no redirect (`{PUBLIC_URL}/sign-in/provider/callback`, the /sign-in page’s own return, is always admitted). A provider that cannot be reached sends the browser to `redirectTo` with `error=provider-unavailable`.',
 					security: [],
 				},
 			},

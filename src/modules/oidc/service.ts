@@ -8,7 +8,7 @@ import type { WayInNotices } from '../../mail/notices'
 import { factors, identities, oidcFlows, sessions, signInCodes, users, type UserRow } from '../../db/schema'
 import { AppError, Conflict, NotFound } from '../../http/problem'
 import type { AuditLog, ClientInfo } from '../audit/service'
-import type { IssuedSession, SecondFactorOwed, SignIn, StepUp } from '../auth/sign-in'
+import type { BrowserBinding, IssuedSession, SecondFactorOwed, SignIn, StepUp } from '../auth/sign-in'
 import { PROVIDER_ONLY, requireRecentAuthentication, type Caller, type Queryable } from '../auth/sessions'
 import { provenanceAal } from '../auth/ways-in'
 import { isEmailAddress, NAME_MAX_LENGTH, normalizeEmail } from '../users/model'
@@ -52,6 +52,12 @@ const DESCRIPTIONS: Record<ProviderError, string> = {
 	'identity-in-use': 'This identity already signs in to another account',
 	'server-error': 'The sign-in failed on our side; try again',
 }
+
+/**
+ * Where a provider sign-in started from Latchkey's own /sign-in page returns (under PUBLIC_URL): the page is a
+ * frontend like any other, so it is admitted whatever REDIRECT_URLS lists (which names the app's frontend).
+ */
+export const PAGES_PROVIDER_RETURN_PATH = '/sign-in/provider/callback'
 
 /** RFC 7636 S256: BASE64URL(SHA-256(verifier)). */
 const s256 = (verifier: string) => digestOf(verifier, 'base64url')
@@ -98,6 +104,11 @@ export class ProviderSignIn {
 		return provider
 	}
 
+	/** The /sign-in page's own return URL (see PAGES_PROVIDER_RETURN_PATH). */
+	get pagesReturnUrl() {
+		return `${this.deps.settings.publicUrl}${PAGES_PROVIDER_RETURN_PATH}`
+	}
+
 	callbackUrl(providerId: string, requestOrigin: string) {
 		return `${this.deps.settings.publicUrl ?? requestOrigin}/api/auth/providers/${providerId}/callback`
 	}
@@ -110,7 +121,7 @@ export class ProviderSignIn {
 		requestOrigin: string,
 	): Promise<string> {
 		const provider = this.provider(providerId)
-		if (!isAllowedRedirect(input.redirectTo, this.deps.settings.redirectUrls))
+		if (input.redirectTo !== this.pagesReturnUrl && !isAllowedRedirect(input.redirectTo, this.deps.settings.redirectUrls))
 			throw new AppError('redirect-not-allowed', 'redirectTo is not one of the REDIRECT_URLS')
 		let configuration: oidc.Configuration
 		try {
@@ -369,9 +380,10 @@ export class ProviderSignIn {
 	/**
 	 * The frontend's exchange of the one-time code for a session, with the PKCE verifier of the challenge it
 	 * sent at the start. The code is spent whatever the outcome. An account with an active second factor
-	 * answers `mfaRequired` as a password login does: a provider does not stand in for the factor.
+	 * answers `mfaRequired` as a password login does: a provider does not stand in for the factor. With
+	 * `browser`, the session is also the browser's behind the pages' cookie (the /sign-in page's provider buttons).
 	 */
-	async exchange(code: string, codeVerifier: string, client: ClientInfo): Promise<IssuedSession | SecondFactorOwed> {
+	async exchange(code: string, codeVerifier: string, client: ClientInfo, browser?: BrowserBinding): Promise<IssuedSession | SecondFactorOwed> {
 		const { db } = this.deps
 		const [spent] = await db
 			.update(signInCodes)
@@ -398,7 +410,7 @@ export class ProviderSignIn {
 		const { signIn } = this.deps
 		const owed = await signIn.owes(user, PROVIDER_ONLY)
 		if ('secondFactor' in owed) return signIn.secondFactorOwed(user, PROVIDER_ONLY, owed.secondFactor)
-		const issued = await signIn.start(user.id, spent.credentialsVersion, owed.session, client, async () => true)
+		const issued = await signIn.start(user.id, spent.credentialsVersion, owed.session, client, async () => true, browser)
 		if (!issued) throw invalidSignInCode()
 		await signIn.succeeded(issued, client, { method: 'provider', provider: spent.provider })
 		return issued
