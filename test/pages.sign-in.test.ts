@@ -5,7 +5,7 @@ import { join } from 'node:path'
 import { and, eq } from 'drizzle-orm'
 import { digestOf } from '../src/crypto/opaque-tokens'
 import { auditEvents, sessions } from '../src/db/schema'
-import { PageRenderer } from '../src/pages'
+import { PAGE_PATHS, PageRenderer } from '../src/pages'
 import { startTestApp, type TestApp } from './support/app'
 import { createTestDatabase, type TestDatabase } from './support/database'
 import { awayFromStepBoundary, enrollTotp, totpCode } from './support/factors'
@@ -405,6 +405,12 @@ describe('problems at the pages are pages', () => {
 		)
 		expect(json.status).toBe(415)
 		expect(json.headers.get('content-type')).toBe('text/html; charset=utf-8')
+	})
+
+	test('PAGE_PATHS, assembled from the page files, is exactly the paths the pages answer', () => {
+		const hidden = (route: (typeof t.app.routes)[number]) => (route.hooks?.detail as { hide?: boolean } | undefined)?.hide === true
+		// Every hidden route outside the API (held to its document by docs.openapi.test.ts) is a page, and every page path a route.
+		expect([...new Set(t.app.routes.filter((route) => hidden(route) && route.path !== '/*' && !route.path.startsWith('/api/')).map((route) => route.path))].sort()).toEqual([...PAGE_PATHS].sort())
 	})
 
 	test('the API next to the pages still answers problem+json', async () => {
