@@ -385,6 +385,11 @@ export function createApp({ config, database, keys, oauthKey, log, counters, pee
 				// The /sign-in page's other ways in, on the services their API routes use.
 				codeSignIn: config.mail.codeSignIn ? codeSignIn : undefined,
 				providers: providerSignIn,
+				// Sign-up, recovery and a mail's proof, on the services of POST /users and /auth/* (their rules, not copies).
+				users,
+				email,
+				signupEnabled: config.signupEnabled,
+				passwordMinLength: config.password.minLength,
 				browserSessions,
 				sessionTtlSeconds: config.jwt.refreshTtlSeconds,
 			}),

@@ -10,6 +10,9 @@ import type { PageRenderer, PageView } from './render'
 import type { PageSettings } from './settings'
 import { FORM_PROBLEMS, SIGN_IN_PATHS, signInPages, type SignInDeps } from './sign-in'
 import { SIGN_OUT_PATHS, signOutPages } from './sign-out'
+import { SIGN_UP_PATHS, signUpPages, type SignUpDeps } from './sign-up'
+import { RECOVERY_PATHS, recoveryPages, type RecoveryDeps } from './recovery'
+import { EMAIL_VERIFICATION_PATHS, emailVerificationPages, type EmailVerificationDeps } from './email-verification'
 
 export { BrowserSessions, SESSION_COOKIE, type BrowserSession } from './browser-sessions'
 export { pageHeaders, PageRenderer, PageSetupError } from './render'
@@ -23,27 +26,35 @@ export { consentPage, providerPages } from './provider'
  */
 export const PAGE_PATHS: ReadonlySet<string> = new Set([
 	...Object.values(SIGN_IN_PATHS),
+	...Object.values(SIGN_UP_PATHS),
+	...Object.values(RECOVERY_PATHS),
+	...Object.values(EMAIL_VERIFICATION_PATHS),
 	...Object.values(SIGN_OUT_PATHS),
 	...Object.values(ACCOUNT_PATHS),
 	...Object.values(ASSET_PATHS),
 	'/consent',
 ])
 
-export interface PagesDeps extends SignInDeps {
+export interface PagesDeps extends SignInDeps, Omit<SignUpDeps, 'email'> {
 	renderer: PageRenderer
 	settings: PageSettings
 	auth: Pick<AuthService, 'login' | 'logout'>
+	/** The mails' service, as the API's /auth/verification-requests, email-verifications, recovery-requests and password-resets use it. */
+	email: SignUpDeps['email'] & EmailVerificationDeps['email'] & RecoveryDeps['email']
 	browserSessions: BrowserSessions
 	/** How long a session lives (REFRESH_TOKEN_TTL): the session cookie's Max-Age. */
 	sessionTtlSeconds: number
 }
 
-/** The pages: sign-in (every way in), the account's landing, sign-out; and their stylesheets and script. */
+/** The pages: sign-in (every way in), sign-up, recovery, a mail's proof, the account's landing, sign-out; and their stylesheets and scripts. */
 export function pages(deps: PagesDeps) {
 	const kit = pageKit(deps)
 	return new Elysia({ name: 'pages', normalize: false, detail: { hide: true } })
 		.use(pageAssets(deps.renderer))
 		.use(signInPages(deps, kit))
+		.use(signUpPages(deps, kit))
+		.use(recoveryPages(deps, kit))
+		.use(emailVerificationPages(deps, kit))
 		.use(signOutPages(kit))
 		.use(accountPages(kit))
 }

@@ -47,11 +47,18 @@ export function signInAction(request: Request, returnTo?: string, path = '/sign-
 	return search ? `${path}?${search}` : path
 }
 
+/** What a problem's sentence may name: how long to wait, the request's id, or a value of its own (`min`). */
+export interface ProblemExtra {
+	retryAfterSeconds?: number
+	requestId?: string
+	values?: Record<string, string | number>
+}
+
 /** A problem's sentence (`problem.<kind>` of the catalogue) in the request's language; the default sentence for a kind it lacks. */
-export function problemSentence(renderer: PageRenderer, request: Request, kind: string, extra: { retryAfterSeconds?: number; requestId?: string } = {}) {
+export function problemSentence(renderer: PageRenderer, request: Request, kind: string, extra: ProblemExtra = {}) {
 	const language = renderer.languageOf(request)
 	const key = `problem.${kind}`
-	const text = renderer.text(language, key, { wait: renderer.wait(language, extra.retryAfterSeconds ?? 60), requestId: extra.requestId ?? '' })
+	const text = renderer.text(language, key, { ...extra.values, wait: renderer.wait(language, extra.retryAfterSeconds ?? 60), requestId: extra.requestId ?? '' })
 	return text === key ? renderer.text(language, 'problem.default') : text
 }
 
@@ -66,8 +73,7 @@ export interface PageKitDeps {
 /** The helpers bound to the pages' renderer, settings and browser sessions. */
 export function pageKit({ renderer, settings, browserSessions, sessionTtlSeconds }: PageKitDeps) {
 	/** A problem's sentence in the request's language. */
-	const problemText = (request: Request, kind: string, extra: { retryAfterSeconds?: number; requestId?: string } = {}) =>
-		problemSentence(renderer, request, kind, extra)
+	const problemText = (request: Request, kind: string, extra: ProblemExtra = {}) => problemSentence(renderer, request, kind, extra)
 
 	/** A page with a form: the view gets the browser's form token, and the response its cookie when it is new. */
 	const formPage = (request: Request, name: TemplateName, view: PageView, { title, status = 200 }: { title: string; status?: number }) => {
@@ -109,7 +115,11 @@ export function pageKit({ renderer, settings, browserSessions, sessionTtlSeconds
 		return redirect(returnTo, [browserSessions.cookie(token, sessionTtlSeconds)])
 	}
 
-	return { renderer, settings, browserSessions, problemText, formPage, problemPage, shown, refusal, crossSitePage, signedIn }
+	/** A page that says what happened, with the one way on (a button-styled link). */
+	const messagePage = (request: Request, { heading, body, next, title }: { heading: string; body: string; next?: { href: string; label: string }; title: string }) =>
+		renderer.page(request, 'message', { heading, body, next }, { title })
+
+	return { renderer, settings, browserSessions, problemText, formPage, problemPage, messagePage, shown, refusal, crossSitePage, signedIn }
 }
 
 export type PageKit = ReturnType<typeof pageKit>

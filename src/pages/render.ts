@@ -2,6 +2,7 @@ import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import Mustache from 'mustache'
 import Negotiator from 'negotiator'
+import linkTokenScript from './assets/link-token.page.js' with { type: 'text' }
 import signInScript from './assets/sign-in.page.js' with { type: 'text' }
 import styles from './assets/styles.css' with { type: 'text' }
 import en from './locales/en.json'
@@ -18,6 +19,10 @@ import deviceCode from './templates/device-code.mustache' with { type: 'text' }
 import deviceConfirm from './templates/device-confirm.mustache' with { type: 'text' }
 import message from './templates/message.mustache' with { type: 'text' }
 import providerSignOut from './templates/provider-sign-out.mustache' with { type: 'text' }
+import signUp from './templates/sign-up.mustache' with { type: 'text' }
+import recovery from './templates/recovery.mustache' with { type: 'text' }
+import passwordReset from './templates/password-reset.mustache' with { type: 'text' }
+import emailVerification from './templates/email-verification.mustache' with { type: 'text' }
 import type { PageSettings } from './settings'
 
 /*
@@ -42,6 +47,10 @@ const BUILT_IN_TEMPLATES = {
 	'device-confirm': deviceConfirm,
 	message,
 	'provider-sign-out': providerSignOut,
+	'sign-up': signUp,
+	recovery,
+	'password-reset': passwordReset,
+	'email-verification': emailVerification,
 }
 
 /** The templates a page can be rendered from (and PAGES_DIR can replace); `layout` wraps each. */
@@ -176,6 +185,8 @@ export class PageRenderer {
 	readonly styles: string
 	/** /pages/sign-in.js: the sign-in page's passkey button (the policy admits no inline script). */
 	readonly signInScript = signInScript
+	/** /pages/link-token.js: puts a mail link's fragment token in the form of /password-reset and /email-verification. */
+	readonly linkTokenScript = linkTokenScript
 	readonly theme: string
 	readonly csp: string
 	private readonly templates: Record<TemplateName, string>

@@ -46,6 +46,8 @@ export interface SignInDeps {
 	codeSignIn?: Pick<EmailCodeSignIn, 'request' | 'signIn'>
 	/** The identity providers (a button each), their flow's return to the pages, and the code it brings. */
 	providers: Pick<ProviderSignIn, 'list' | 'exchange' | 'pagesReturnUrl'>
+	/** SIGNUP_ENABLED: the form links to /sign-up while it is open. */
+	signupEnabled: boolean
 }
 
 /** A passkey's answer as the page's script posts it (AuthenticationResponseJSON), or undefined when it is not one. */
@@ -66,7 +68,7 @@ function providerFlowOf(request: Request): { verifier: string; returnTo: string 
 }
 
 /** /sign-in: a password (then the second factor owed), a code by mail, a passkey, an identity provider. */
-export function signInPages({ auth, factors, codeSignIn, providers }: SignInDeps, kit: PageKit) {
+export function signInPages({ auth, factors, codeSignIn, providers, signupEnabled }: SignInDeps, kit: PageKit) {
 	const { renderer, browserSessions, problemText, formPage, problemPage, shown, refusal, crossSitePage, signedIn } = kit
 
 	/**
@@ -85,6 +87,9 @@ export function signInPages({ auth, factors, codeSignIn, providers }: SignInDeps
 			passkeyAction: signInAction(request, returnTo, SIGN_IN_PATHS.passkey),
 			providerAction: listed.length > 0 ? signInAction(request, returnTo, SIGN_IN_PATHS.provider) : undefined,
 			providers: listed.map(({ id, label }) => ({ id, label: renderer.text(renderer.languageOf(request), 'signIn.withProvider', { provider: label }) })),
+			// The pages beside it keep where the sign-in goes next (return_to), to come back to it.
+			recoveryAction: signInAction(request, returnTo, '/recovery'),
+			signUpAction: signupEnabled ? signInAction(request, returnTo, '/sign-up') : undefined,
 			email,
 			error,
 			fieldsInvalid: !!error && !aside,
