@@ -27,12 +27,13 @@ export function recoveryPages({ email: mail, passwordMinLength }: RecoveryDeps, 
 		request: Request,
 		{
 			email = '',
+			code = '',
 			sent = false,
 			error,
 			proofInvalid = false,
 			passwordInvalid = false,
 			status = 200,
-		}: { email?: string; sent?: boolean; error?: string; proofInvalid?: boolean; passwordInvalid?: boolean; status?: number } = {},
+		}: { email?: string; code?: string; sent?: boolean; error?: string; proofInvalid?: boolean; passwordInvalid?: boolean; status?: number } = {},
 	) => {
 		const language = renderer.languageOf(request)
 		const view: PageView = {
@@ -40,6 +41,7 @@ export function recoveryPages({ email: mail, passwordMinLength }: RecoveryDeps, 
 			recovery: signInAction(request, undefined, RECOVERY_PATHS.request),
 			sent: sent ? renderer.text(language, 'passwordReset.sent', { email }) : undefined,
 			email,
+			code,
 			error,
 			proofInvalid,
 			passwordInvalid,
@@ -63,7 +65,7 @@ export function recoveryPages({ email: mail, passwordMinLength }: RecoveryDeps, 
 				const refused = refusal(request, form)
 				if (refused === 'cross-site') return crossSitePage(request)
 				if (refused) return recoveryForm(request, { email, error: problemText(request, refused), status: 403 })
-				if (!isEmailAddress(email)) return recoveryForm(request, { email, error: problemText(request, 'missing-recovery-email'), status: 422 })
+				if (!isEmailAddress(email)) return recoveryForm(request, { email, error: problemText(request, 'invalid-email'), status: 422 })
 				try {
 					// One answer whatever the address; MAIL_RESEND_SECONDS keeps a second request from sending again.
 					await mail.request('recovery', email, client)
@@ -99,7 +101,8 @@ export function recoveryPages({ email: mail, passwordMinLength }: RecoveryDeps, 
 					if (!(error instanceof AppError)) throw error
 					if (error.kind === 'validation-error') {
 						const sentences = (error.options.errors ?? []).map(({ code }) => passwordSentence(request, code)).join(' ')
-						return resetForm(request, { email, error: sentences, passwordInvalid: true, status: 422 })
+						// The proof was not spent: the code typed stays, only the password is asked again.
+						return resetForm(request, { email, code: 'code' in proof ? proof.code : '', error: sentences, passwordInvalid: true, status: 422 })
 					}
 					const sentence = PROOF_PROBLEMS[error.kind]
 					if (!sentence) throw error

@@ -5,15 +5,24 @@
 // of the address bar and history. Without script, or without a token, the code's fields are the way.
 ;(() => {
 	const form = document.querySelector('form[data-link-token]')
-	const found = /(?:^#|&)token=([A-Za-z0-9_-]{1,512})(?:&|$)/.exec(window.location.hash)
-	if (!form || !found) return
-	form.elements.token.value = found[1]
-	const proof = document.getElementById('code-proof')
-	proof.disabled = true
-	proof.hidden = true
-	const resend = document.getElementById('resend')
-	if (resend) resend.hidden = true
-	document.getElementById('link-ready').hidden = false
-	if (form.elements.password) form.elements.password.focus()
-	window.history.replaceState(null, '', window.location.pathname + window.location.search)
+	if (!form) return
+	const take = () => {
+		const found = /(?:^#|&)token=([A-Za-z0-9_-]{1,512})(?:&|$)/.exec(window.location.hash)
+		if (!found) return
+		form.elements.token.value = found[1]
+		const proof = document.getElementById('code-proof')
+		proof.disabled = true
+		proof.hidden = true
+		const resend = document.getElementById('resend')
+		if (resend) resend.hidden = true
+		document.getElementById('link-ready').hidden = false
+		// A problem shown before was the code's: the link replaces it.
+		const problem = document.getElementById('error-summary')
+		if (problem) problem.hidden = true
+		if (form.elements.password) form.elements.password.focus()
+		window.history.replaceState(null, '', window.location.pathname + window.location.search)
+	}
+	take()
+	// The link opened over this very page (the same address with a fragment) does not load it again.
+	window.addEventListener('hashchange', take)
 })()
