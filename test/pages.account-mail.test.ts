@@ -314,6 +314,18 @@ describe('/email-verification', () => {
 		expect((await userRow(moved))?.id).toBe(account.id)
 	})
 
+	test('an address another account took meanwhile is said (409), and the change is not applied', async () => {
+		const account = await signUp(t)
+		const moved = uniqueEmail('taken-meanwhile')
+		expect((await t.call('PUT', '/api/users/me', { json: { email: moved, name: 'Test User', currentPassword: PASSWORD }, token: account.accessToken })).status).toBe(200)
+		const { token } = proofOf(await nextMail(moved, 'email-change'))
+		expect((await t.call('POST', '/api/users', { json: { email: moved, password: PASSWORD } })).status).toBe(201)
+		const refused = await submit(new PageBrowser(t), '/email-verification', { token })
+		expect(refused.status).toBe(409)
+		expect(errorOf(refused)).toBe('Another account took this email address meanwhile, so your address was not changed.')
+		expect((await userRow(account.email))?.id).toBe(account.id)
+	})
+
 	test('“Send me a new email”: the same answer for any address, a mail only to an unverified account', async () => {
 		const email = uniqueEmail('verify-resend')
 		expect((await t.call('POST', '/api/users', { json: { email, password: PASSWORD } })).status).toBe(201)
