@@ -39,6 +39,7 @@ import { describeWebhooks, webhookSection, type WebhookFigures } from './webhook
 import { measureStartups, type StartupFigures } from './startup'
 import { describeMemory, measureMemory, type MemoryFigures } from './memory'
 import { runLoadGenerator, type BenchSession, type LoadResult, type LoadSpec, type Workload } from './workload'
+import { freePort } from '../support/ports'
 
 const ROOT = join(import.meta.dir, '..', '..')
 const ARTIFACTS = join(ROOT, 'test-artifacts')
@@ -110,13 +111,6 @@ interface Running {
 	/** From spawn to the first 200 from the readiness probe. */
 	readyAfterMs: number
 	stop(): Promise<void>
-}
-
-async function freePort(): Promise<number> {
-	const probe = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response() })
-	const port = probe.port as number
-	await probe.stop(true)
-	return port
 }
 
 /** Polls until `url` answers 2xx (or, with `anyAnswer`, answers at all). */
