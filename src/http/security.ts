@@ -100,6 +100,14 @@ function doorProblem(request: Request, { bodyLimitBytes, htmlPaths, textPaths = 
  * The problem handler answers that refusal rather than anything else that
  * failed meanwhile (a query that also breaks its schema, say).
  */
+const bodiesRead = new WeakMap<Request, ArrayBuffer>()
+
+/**
+ * The bytes of a request's body as the parse hook read them: the body itself is spent by then, and a hook
+ * that runs after parsing (the rate limits' per-client key) reads them here.
+ */
+export const bodyRead = (request: Request): ArrayBuffer | undefined => bodiesRead.get(request)
+
 export const requestChecks = (options: SecurityOptions) =>
 	new Elysia({ name: 'request-checks' })
 		.onRequest(({ request }) => {
@@ -111,6 +119,7 @@ export const requestChecks = (options: SecurityOptions) =>
 			if (refused) throw refused
 			// Also catches chunked bodies, which carry no Content-Length to check up front.
 			const bytes = await request.arrayBuffer()
+			bodiesRead.set(request, bytes)
 			if (bytes.byteLength > options.bodyLimitBytes)
 				throw new AppError('payload-too-large', `The request body exceeds ${options.bodyLimitBytes} bytes`)
 			if (options.passThrough?.(new URL(request.url).pathname)) return bytes
