@@ -12,31 +12,21 @@
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
-import { createServer, type AddressInfo } from 'node:net'
 import { join } from 'node:path'
-import { chromium, type Browser, type BrowserContext, type Page, type Request } from 'playwright-core'
+import type { Browser, BrowserContext, Page, Request } from 'playwright-core'
 import { bareEnv, binaryFolder, jsonPost, startBinary, type BinaryFolder, type RunningBinary } from './support/binary'
+import { launchChromium, openPage, PAGE_ARTIFACTS } from './support/browser'
 import { createEmptyTestDatabase, TEST_DATABASE_URL } from './support/database'
 import { proofOf, SmtpSink, SUBJECT } from './support/mail'
+import { freePort } from './support/ports'
 
 setDefaultTimeout(120_000)
 
 const ROOT = join(import.meta.dir, '..')
-const ARTIFACTS = join(ROOT, 'test-artifacts', 'pages')
 const FIRST_PASSWORD = 'a long enough passphrase'
 const NEW_PASSWORD = 'another long passphrase, after recovery'
 const ADMIN = { email: `admin-${Bun.randomUUIDv7().slice(-10)}@example.test`, password: 'the first admin’s passphrase' }
 const SESSION_COOKIE = '__Host-latchkey-session'
-const CHROMIUM = { executablePath: '/usr/bin/chromium', args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking'] }
-
-/** A port nothing listens on yet: the issuer and the application's redirect URI name theirs before either starts. */
-async function freePort(): Promise<number> {
-	const probe = createServer()
-	await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve))
-	const { port } = probe.address() as AddressInfo
-	await new Promise<void>((resolve) => probe.close(() => resolve()))
-	return port
-}
 
 /** The pages-only guide's application, as written, in a module of its own. */
 async function guideApplication(env: Record<string, string>): Promise<{ handle(request: Request): Promise<Response> }> {
@@ -72,7 +62,6 @@ let notesServer: ReturnType<typeof Bun.serve> | undefined
 let browser: Browser
 
 beforeAll(async () => {
-	mkdirSync(ARTIFACTS, { recursive: true })
 	sink = await SmtpSink.start()
 	const port = await freePort()
 	// `localhost`, not 127.0.0.1: the pages' cookies are __Host- and Secure, which browsers keep over http there.
@@ -113,7 +102,7 @@ beforeAll(async () => {
 	const app = await guideApplication({ LATCHKEY_URL: issuer, NOTES_URL: notes, CLIENT_ID: client.clientId, CLIENT_SECRET: client.clientSecret })
 	notesServer = Bun.serve({ port: notesPort, hostname: '127.0.0.1', fetch: app.handle })
 
-	browser = await chromium.launch(CHROMIUM)
+	browser = await launchChromium()
 })
 
 afterAll(async () => {
@@ -130,16 +119,20 @@ afterAll(async () => {
 	folder?.remove()
 })
 
-const shot = (page: Page, name: string) => page.screenshot({ path: join(ARTIFACTS, `deployment-${name}.png`), fullPage: true })
+const shot = (page: Page, name: string) => page.screenshot({ path: join(PAGE_ARTIFACTS, `deployment-${name}.png`), fullPage: true })
 
 describe('a deployment with no frontend of its own', () => {
 	const email = `person-${Bun.randomUUIDv7().slice(-10)}@example.test`
 	let first: BrowserContext
 	let tab: Page
+	/** What the pages' policy refused, and script errors, per tab of the walk (openPage keeps adding to each): none. */
+	const refused: string[][] = []
 
 	test('sign up on /sign-up: the page says to check the mail, and the account cannot sign in yet', async () => {
 		first = await browser.newContext({ viewport: { width: 1280, height: 900 } })
-		tab = await first.newPage()
+		const opened = await openPage(first)
+		tab = opened.page
+		refused.push(opened.violations)
 		await tab.goto(`${issuer}/sign-in`)
 		await tab.getByRole('link', { name: 'Create an account' }).click()
 		expect(new URL(tab.url()).pathname).toBe('/sign-up')
@@ -188,7 +181,8 @@ describe('a deployment with no frontend of its own', () => {
 	test('a forgotten password: /recovery, the mail’s link to /password-reset, a new password; every session ends', async () => {
 		// On another browser, signed out: "Forgot your password?" from the sign-in page.
 		const second = await browser.newContext({ viewport: { width: 390, height: 844 } })
-		const phone = await second.newPage()
+		const { page: phone, violations } = await openPage(second)
+		refused.push(violations)
 		await phone.goto(`${issuer}/sign-in`)
 		await phone.getByRole('link', { name: 'Forgot your password?' }).click()
 		expect(new URL(phone.url()).pathname).toBe('/recovery')
@@ -267,6 +261,7 @@ describe('a deployment with no frontend of its own', () => {
 		expect(await tab.textContent('body')).toContain(`Signed in as ${email}`)
 		expect(seen.filter((path) => path.startsWith('latchkey/'))).toEqual(['latchkey/oauth2/authorization'])
 		await first.close()
+		expect(refused.flat()).toEqual([])
 	})
 })
 
