@@ -118,14 +118,14 @@ describe('the pages-only guide, run as written', () => {
 		// A browser signed in at Latchkey comes back with a code and no form (single sign-on).
 		const { url: callback } = await new Browser(t, cookie, issuer).visit(authorization.href)
 		expect(callback.origin + callback.pathname).toBe(`${notes}/callback`)
-		const finished = await app.handle(new Request(callback, { headers: { cookie: sessionOf(start) } }))
+		const finished = await app.handle(new Request(callback.href, { headers: { cookie: sessionOf(start) } }))
 		expect(finished.status).toBe(302)
 		expect(sessionOf(finished)).not.toBe(sessionOf(start))
 		const home = await (await app.handle(new Request(`${notes}/`, { headers: { cookie: sessionOf(finished) } }))).text()
 		expect(home).toContain(`Signed in as ${account.email}`)
 		expect(home).toContain(`<a href="${issuer}/account">Your account</a>`)
 		// The code and the session it started are spent: the callback again signs no one in.
-		const again = await app.handle(new Request(callback, { headers: { cookie: sessionOf(start) } }))
+		const again = await app.handle(new Request(callback.href, { headers: { cookie: sessionOf(start) } }))
 		expect(again.headers.get('location')).toBe(`${notes}/`)
 		expect(sessionOf(again)).toBe('notes=')
 	})

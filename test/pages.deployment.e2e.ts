@@ -13,7 +13,7 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import type { Browser, BrowserContext, Page, Request } from 'playwright-core'
+import type { Browser, BrowserContext, Page, Request as BrowserRequest } from 'playwright-core'
 import { bareEnv, binaryFolder, jsonPost, startBinary, type BinaryFolder, type RunningBinary } from './support/binary'
 import { launchChromium, openPage, PAGE_ARTIFACTS } from './support/browser'
 import { createEmptyTestDatabase, TEST_DATABASE_URL } from './support/database'
@@ -44,7 +44,7 @@ async function guideApplication(env: Record<string, string>): Promise<{ handle(r
 /** Every document the tab requested (redirects included), in order, as `latchkey/path` or `notes/path`. */
 function navigations(page: Page, origins: Record<string, string>): string[] {
 	const seen: string[] = []
-	page.on('request', (request: Request) => {
+	page.on('request', (request: BrowserRequest) => {
 		if (!request.isNavigationRequest() || request.frame() !== page.mainFrame()) return
 		const url = new URL(request.url())
 		seen.push(`${origins[url.origin] ?? url.origin}${url.pathname}`)
