@@ -154,7 +154,7 @@ async function signInAtThePages(page: Page, address: string, password: string): 
 	expect(signIn.searchParams.get('return_to') ?? '').toStartWith('/oauth2/interaction/')
 	await page.getByLabel('Email address').fill(address)
 	await page.getByLabel('Password').fill(password)
-	await page.getByRole('button', { name: 'Sign in' }).click()
+	await page.getByRole('button', { name: 'Sign in', exact: true }).click()
 	await page.waitForURL(`${app}/protected/**`)
 }
 
