@@ -44,7 +44,8 @@ let cookie: string
 beforeAll(async () => {
 	const port = 20000 + Math.floor(Math.random() * 20000)
 	issuer = `http://127.0.0.1:${port}`
-	t = await startTestApp({ PUBLIC_URL: issuer })
+	// The /auth budget on, as deployed (the test app turns it off): the snippets' token requests pass its per-client key.
+	t = await startTestApp({ PUBLIC_URL: issuer, AUTH_RATE_LIMIT_MAX: '100' })
 	t.app.listen({ port, hostname: '127.0.0.1' })
 	account = await signUp(t)
 	cookie = await browserCookie(t, account)
