@@ -89,6 +89,15 @@ function doorProblem(request: Request, { bodyLimitBytes, htmlPaths, textPaths = 
 	return undefined
 }
 
+/** The bodies the parse hook read, by request (gone with the request). */
+const bodiesRead = new WeakMap<Request, ArrayBuffer>()
+
+/**
+ * The bytes of a request's body as the parse hook read them: the body itself is spent by then, and a hook
+ * that runs after parsing (the rate limits' per-client key) reads them here.
+ */
+export const bodyRead = (request: Request): ArrayBuffer | undefined => bodiesRead.get(request)
+
 /**
  * Request hygiene: content negotiation (406), media type (415), body size
  * (413), NUL or a repeated parameter in the query (400), and strict JSON
@@ -100,14 +109,6 @@ function doorProblem(request: Request, { bodyLimitBytes, htmlPaths, textPaths = 
  * The problem handler answers that refusal rather than anything else that
  * failed meanwhile (a query that also breaks its schema, say).
  */
-const bodiesRead = new WeakMap<Request, ArrayBuffer>()
-
-/**
- * The bytes of a request's body as the parse hook read them: the body itself is spent by then, and a hook
- * that runs after parsing (the rate limits' per-client key) reads them here.
- */
-export const bodyRead = (request: Request): ArrayBuffer | undefined => bodiesRead.get(request)
-
 export const requestChecks = (options: SecurityOptions) =>
 	new Elysia({ name: 'request-checks' })
 		.onRequest(({ request }) => {
