@@ -42,7 +42,11 @@ export interface ProviderBench<M extends LoadResult, R> {
 	/** Settles the service, then watches its memory and CPU while `run` goes. */
 	measure(target: Target, run: () => Promise<LoadResult>): Promise<M>
 	row(id: string, scenario: string, m: M, limit: { name: string; perSecond: number | null }, goal?: string, met?: boolean | null): R
+	/** The scenarios to run (all when left out): a profile of one (provider-profile.ts) is not muddled by the others. */
+	scenarios?: ReadonlySet<ProviderScenario>
 }
+
+export type ProviderScenario = 'sso' | 'code' | 'refresh' | 'userinfo'
 
 export interface ProviderFigures {
 	concurrency: number
@@ -169,6 +173,8 @@ export async function providerSection<M extends LoadResult, R>(bench: ProviderBe
 	const signing = await signingLimit(bench.cores)
 	bench.log(`one RS256 JWT ${signing.signMs.toFixed(2)} ms → ${signing.limitPerSecond.toFixed(0)}/s on ${bench.cores} cores`)
 
+	// A scenario left out still runs, for a blink: what follows it needs its figures, not its load.
+	const secondsOf = (scenario: ProviderScenario) => (!bench.scenarios || bench.scenarios.has(scenario) ? bench.seconds : 0.2)
 	const service = await bench.startService((publicUrl) => ({ PUBLIC_URL: publicUrl }), 'provider')
 	const sql = postgres(bench.databaseUrl, { max: 2, onnotice: () => {} })
 	const failures: Record<string, Record<string, number>> = {}
@@ -275,7 +281,7 @@ export async function providerSection<M extends LoadResult, R>(bench: ProviderBe
 		bench.log(`12c. provider-sso: prompt=none with a browser session, ${CONCURRENCY} at once for ${bench.seconds} s`)
 		let ssoRun: Awaited<ReturnType<typeof drive>> | undefined
 		const ssoMeasured = await bench.measure(service, async () => {
-			ssoRun = await drive(bench.seconds, nextBrowser, async (browser) => {
+			ssoRun = await drive(secondsOf('sso'), nextBrowser, async (browser) => {
 				await sso(browser)
 				return true
 			})
@@ -289,12 +295,12 @@ export async function providerSection<M extends LoadResult, R>(bench: ProviderBe
 		// ── 2. the code exchange: a batch made just before, exchanged as fast as possible ──
 		const signLimit = { name: `RS256 JWT: ${bench.cores} cores ÷ ${signing.signMs.toFixed(2)} ms`, perSecond: signing.limitPerSecond }
 		// Enough for the whole run at the SSO rate (an exchange is no faster: it signs), within the codes' lifetime.
-		const batch = Math.max(CONCURRENCY * 4, Math.min(Math.ceil(ssoFigures.perSecond * bench.seconds * 1.1), Math.floor(ssoFigures.perSecond * (CODE_BUDGET_SECONDS - bench.seconds))))
+		const batch = secondsOf('code') < bench.seconds ? CONCURRENCY * 4 : Math.max(CONCURRENCY * 4, Math.min(Math.ceil(ssoFigures.perSecond * bench.seconds * 1.1), Math.floor(ssoFigures.perSecond * (CODE_BUDGET_SECONDS - bench.seconds))))
 		bench.log(`12d. provider-code: ${batch} codes made, then exchanged, ${CONCURRENCY} at once for up to ${bench.seconds} s`)
 		const codes = await makeCodes(batch)
 		let codeRun: Awaited<ReturnType<typeof drive>> | undefined
 		const codeMeasured = await bench.measure(service, async () => {
-			codeRun = await drive(bench.seconds, () => codes.pop(), async (code) => {
+			codeRun = await drive(secondsOf('code'), () => codes.pop(), async (code) => {
 				const tokens = await exchange(code)
 				if (accessTokens.length < BROWSERS * 4) accessTokens.push(tokens.access_token)
 				return true
@@ -330,7 +336,7 @@ export async function providerSection<M extends LoadResult, R>(bench: ProviderBe
 		}
 		let refreshRun: Awaited<ReturnType<typeof drive>> | undefined
 		const refreshMeasured = await bench.measure(service, async () => {
-			refreshRun = await drive(bench.seconds, () => chains.shift(), async (refreshToken) => {
+			refreshRun = await drive(secondsOf('refresh'), () => chains.shift(), async (refreshToken) => {
 				// A chain whose request fails is dropped (its token may or may not have rotated); the others go on.
 				const tokens = await token({ grant_type: 'refresh_token', refresh_token: refreshToken }, true)
 				chains.push(tokens.refresh_token as string)
@@ -372,16 +378,16 @@ export async function providerSection<M extends LoadResult, R>(bench: ProviderBe
 		const readMe = (seconds: number) => read(seconds, '/api/users/me', apiTokens, (body) => typeof (body.data as { id?: unknown } | undefined)?.id === 'string')
 		const readUserinfo = (seconds: number) => read(seconds, '/oauth2/userinfo', accessTokens, (body) => typeof body.sub === 'string' && typeof body.email === 'string')
 		// Both paths warm before either is measured.
-		await readMe(Math.min(2, bench.seconds))
-		await readUserinfo(Math.min(2, bench.seconds))
+		await readMe(Math.min(2, secondsOf('userinfo')))
+		await readUserinfo(Math.min(2, secondsOf('userinfo')))
 		let meRun: Awaited<ReturnType<typeof drive>> | undefined
 		const meMeasured = await bench.measure(service, async () => {
-			meRun = await readMe(bench.seconds)
+			meRun = await readMe(secondsOf('userinfo'))
 			return meRun.load
 		})
 		let userinfoRun: Awaited<ReturnType<typeof drive>> | undefined
 		const userinfoMeasured = await bench.measure(service, async () => {
-			userinfoRun = await readUserinfo(bench.seconds)
+			userinfoRun = await readUserinfo(secondsOf('userinfo'))
 			return userinfoRun.load
 		})
 		if (!meRun || !userinfoRun) throw new Error('the reads were not measured')
