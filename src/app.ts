@@ -38,7 +38,7 @@ import { EmailCodeSignIn } from './modules/email/code-sign-in'
 import { EmailService, MAIL_QUEUE, MAIL_REQUEST_QUEUE } from './modules/email/service'
 import { factorsModule, secondFactorSignIn } from './modules/factors'
 import { FactorsService, owedSecondFactors } from './modules/factors/service'
-import { OAuthClients } from './modules/oauth/clients'
+import { OAUTH_CLIENTS_CHANNEL, OAuthClients } from './modules/oauth/clients'
 import { OAuthConsents } from './modules/oauth/consents'
 import { oauthClientsModule } from './modules/oauth/routes'
 import { identitiesModule, oidcModule } from './modules/oidc'
@@ -174,7 +174,7 @@ export function createApp({ config, database, keys, oauthKey, log, counters, pee
 	})
 	const destinations = { allowHttp: config.webhooks.allowHttp, allowPrivateNetworks: config.webhooks.allowPrivateNetworks, resolve: resolveHost }
 	const webhooks = new WebhookService({ db, audit, dataKeys, destinations })
-	const oauthClients = new OAuthClients({ db, audit, destinations })
+	const oauthClients = new OAuthClients({ db, audit, destinations, listen: (onChange, onListen) => database.listen(OAUTH_CLIENTS_CHANNEL, onChange, onListen) })
 	const oauthConsents = new OAuthConsents({ db, audit })
 	const webhookDelivery = new WebhookDelivery({
 		db,
@@ -351,6 +351,7 @@ export function createApp({ config, database, keys, oauthKey, log, counters, pee
 		.use(problemHandler(log, routeTable, config.rateLimit.windowSeconds, pageProblem))
 		.onStop(() => store.close())
 		.onStop(() => mailer.close())
+		.onStop(() => oauthClients.stopHearing())
 		.use(backgroundJobs(new BackgroundJobs([jobs, webhookJobs], (onNotify) => database.listen(JOBS_CHANNEL, onNotify), log)))
 		.decorate('jobs', jobs)
 		.decorate('webhookJobs', webhookJobs)

@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import * as oauth from 'oauth4webapi'
+import { OAUTH_CLIENTS_CHANNEL } from '../src/modules/oauth/clients'
 import { logOutEndedSessionsStep } from '../src/modules/oauth/logout'
 import { startTestApp, type TestApp } from './support/app'
-import { signUp, type Account } from './support/fixtures'
+import { signUp, signUpAdmin, type Account } from './support/fixtures'
 import { authorizationRequest, Browser, browserCookie, discover, formPost, hiddenFields, ISSUER, logoutReceiver, REDIRECT_URI, registerClient, through, type RegisteredClient } from './support/oauth'
 
 let t: TestApp
@@ -216,6 +217,70 @@ describe('what ends the tokens', () => {
 		expect((await oauth.userInfoRequest(as, app.client, tokens.access_token, through(t))).status).toBe(200)
 		expect((await t.call('DELETE', `/api/users/me/sessions/${owner.sessionId}`, { token: owner.accessToken })).status).toBe(200)
 		expect((await oauth.userInfoRequest(as, app.client, tokens.access_token, through(t))).status).toBe(401)
+	})
+})
+
+describe('clients changed through the API', () => {
+	/** Once listening: `heard` resolves when every listener on the database has heard the next change of a client (the apps' listen first). */
+	async function nextChange() {
+		let hear: () => void = () => {}
+		const heard = new Promise<void>((resolve) => (hear = resolve))
+		const unlisten = await t.database.handle.listen(OAUTH_CLIENTS_CHANNEL, () => hear())
+		return { heard: heard.then(unlisten) }
+	}
+
+	test('a client changed or disabled through one instance is refused at the next request, by it and by another on the same database', async () => {
+		const admin = await signUpAdmin(t)
+		const created = await t.call('POST', '/api/oauth-clients', {
+			token: admin.accessToken,
+			json: { name: 'Changing app', type: 'confidential', redirectUris: [REDIRECT_URI], firstParty: true, grantTypes: ['authorization_code', 'client_credentials'] },
+		})
+		expect(created.status).toBe(201)
+		const { id, clientId, clientSecret } = created.body.data as { id: string; clientId: string; clientSecret: string }
+		const client: RegisteredClient = { clientId, clientSecret, client: { client_id: clientId }, auth: oauth.ClientSecretBasic(clientSecret) }
+		const other = await startTestApp({}, t.database)
+		try {
+			const instances = [t, other]
+			const signIn = async (instance: TestApp) => {
+				const request = await authorizationRequest(as, clientId)
+				return new Browser(instance, cookie).visit(request.url.href)
+			}
+			// Both instances served it twice, so each has it as it was.
+			for (const instance of instances)
+				for (let i = 0; i < 2; i++) expect((await signIn(instance)).url.searchParams.get('code')).toBeString()
+
+			// Its redirect URI changed: the old one is an error page at the issuer on both, at once.
+			let change = await nextChange()
+			const changed = await t.call('PUT', `/api/oauth-clients/${id}`, {
+				token: admin.accessToken,
+				json: { name: 'Changing app', redirectUris: ['https://app.example.test/elsewhere'], firstParty: true, grantTypes: ['authorization_code', 'client_credentials'] },
+			})
+			expect(changed.status).toBe(200)
+			await change.heard
+			for (const instance of instances) {
+				const { response, url } = await signIn(instance)
+				expect(response.status).toBe(400)
+				expect(url.origin).toBe(ISSUER)
+			}
+			const credentials = await oauth.clientCredentialsGrantRequest(as, client.client, client.auth, new URLSearchParams(), through(other))
+			expect(credentials.status).toBe(200)
+
+			// Disabled: no authorization, no token, on either.
+			change = await nextChange()
+			expect((await t.call('DELETE', `/api/oauth-clients/${id}`, { token: admin.accessToken })).status).toBe(200)
+			await change.heard
+			for (const instance of instances) {
+				const request = await authorizationRequest(as, clientId, { redirect_uri: 'https://app.example.test/elsewhere' })
+				const { response, url } = await new Browser(instance, cookie).visit(request.url.href)
+				expect(response.status).toBe(400)
+				expect(url.origin).toBe(ISSUER)
+				const refused = await oauth.clientCredentialsGrantRequest(as, client.client, client.auth, new URLSearchParams(), through(instance))
+				expect(refused.status).toBe(401)
+				expect(((await refused.json()) as { error: string }).error).toBe('invalid_client')
+			}
+		} finally {
+			await other.close()
+		}
 	})
 })
 
