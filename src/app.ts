@@ -129,7 +129,7 @@ export const pageSettings = (config: Config): PageSettings => ({
 const providerView = (sessions: BrowserSessions): ProviderBrowserSessions => ({
 	async current(request) {
 		const session = await sessions.current(request)
-		return session && { sessionId: session.sessionId, userId: session.user.id, amr: session.amr, aal: session.aal, authenticatedAt: session.authenticatedAt }
+		return session && { sessionId: session.sessionId, userId: session.user.id, amr: session.amr, aal: session.aal, authenticatedAt: session.authenticatedAt, account: session.user }
 	},
 })
 

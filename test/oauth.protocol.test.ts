@@ -168,6 +168,20 @@ describe('sessions', () => {
 		expect(signedOut.callback.searchParams.get('error')).toBe('login_required')
 	})
 
+	test('a browser already signed in to a client signs in to it again through its provider session, for the same account and session', async () => {
+		const browser = new Browser(t, cookie)
+		for (let round = 0; round < 3; round++) {
+			const { callback, state, verifier, nonce } = await authorize(app, { prompt: 'none' }, browser)
+			expect(browser.cookie).toContain('latchkey-op-session=')
+			const parameters = oauth.validateAuthResponse(as, app.client, callback, state)
+			const response = await oauth.authorizationCodeGrantRequest(as, app.client, app.auth, parameters, REDIRECT_URI, verifier, through(t))
+			const tokens = await oauth.processAuthorizationCodeResponse(as, app.client, response, { expectedNonce: nonce, requireIdToken: true })
+			expect(oauth.getValidatedIdTokenClaims(tokens)).toMatchObject({ sub: account.id, sid: account.sessionId })
+			const userinfo = await oauth.userInfoRequest(as, app.client, tokens.access_token, through(t))
+			expect(await oauth.processUserInfoResponse(as, app.client, account.id, userinfo)).toMatchObject({ sub: account.id, email: account.email })
+		}
+	})
+
 	test('a signed-out browser is sent to the sign-in page with its way back', async () => {
 		const request = await authorizationRequest(as, app.clientId, { login_hint: 'someone@example.test' })
 		const { url, response } = await new Browser(t).visit(request.url.href)

@@ -4,7 +4,7 @@ import type { Configuration, KoaContextWithOIDC } from 'oidc-provider'
 import type { Database } from '../../db/client'
 import { users } from '../../db/schema'
 import type { Logger } from '../../log'
-import { databaseAdapter, LATCHKEY_SESSION, type ClientMetadataSource } from './adapter'
+import { accountKey, databaseAdapter, LATCHKEY_SESSION, ReadAhead, type AccountRecord, type ClientMetadataSource } from './adapter'
 import { queueBackchannelLogouts } from './logout'
 
 /*
@@ -22,6 +22,8 @@ export interface BrowserSession {
 	amr: string[]
 	aal: 'aal1' | 'aal2'
 	authenticatedAt: Date
+	/** The account as the session's lookup read it (active): its claims need no other read in the same request. */
+	account?: AccountRecord
 }
 
 /** What the provider asks of the pages: the browser session a request carries, if it is live. */
@@ -170,26 +172,33 @@ function createProvider(library: Library, deps: ProviderDeps): Provider {
 	const { settings, db } = deps
 	const browserSession = browserSessionOf(deps)
 	const activeUser = db
-		.select()
+		.select({ id: users.id, email: users.email, name: users.name, emailVerifiedAt: users.emailVerifiedAt, updatedAt: users.updatedAt })
 		.from(users)
 		.where(and(eq(users.id, sql.placeholder('id')), eq(users.status, 'active')))
 		.limit(1)
 		.prepare('latchkey_oauth_account')
+	// Per request of the library: the async context it runs each request in.
+	const ahead = new ReadAhead(() => Provider.ctx)
 	const configuration: Configuration = {
 		// A library session ended by a sign-out through a client ("Sign out" at RP-initiated logout) ends the
 		// Latchkey session it stood for, in the same request, before the browser goes on to the client.
-		adapter: databaseAdapter(db, deps.clients, async (payload) => {
-			const sessionId = payload[LATCHKEY_SESSION]
-			if (typeof sessionId !== 'string' || typeof payload.accountId !== 'string') return
-			// Only there: the library also destroys a session's old id when it renames it (at each sign-in).
-			const ctx = Provider.ctx
-			if (ctx?.oidc?.route !== 'end_session_confirm') return
-			await deps.endSession(sessionId, payload.accountId, {
-				ip: ctx?.ip ?? null,
-				userAgent: ctx?.get('user-agent') || null,
-				requestId: ctx?.get('x-request-id') || Bun.randomUUIDv7(),
-			})
-		}),
+		adapter: databaseAdapter(
+			db,
+			deps.clients,
+			async (payload) => {
+				const sessionId = payload[LATCHKEY_SESSION]
+				if (typeof sessionId !== 'string' || typeof payload.accountId !== 'string') return
+				// Only there: the library also destroys a session's old id when it renames it (at each sign-in).
+				const ctx = Provider.ctx
+				if (ctx?.oidc?.route !== 'end_session_confirm') return
+				await deps.endSession(sessionId, payload.accountId, {
+					ip: ctx?.ip ?? null,
+					userAgent: ctx?.get('user-agent') || null,
+					requestId: ctx?.get('x-request-id') || Bun.randomUUIDv7(),
+				})
+			},
+			ahead,
+		),
 		jwks: { keys: [settings.signingKey as never] },
 		scopes: SCOPES,
 		// How and when the user signed in go with `openid` (every ID token); the others by scope.
@@ -300,9 +309,9 @@ function createProvider(library: Library, deps: ProviderDeps): Provider {
 		// Every refresh rotates; a rotated token used again ends the grant (reuse detection, as /auth/refresh).
 		rotateRefreshToken: true,
 		issueRefreshToken: async (_ctx, client, code) => client.grantTypeAllowed('refresh_token') && code.scopes.has('offline_access'),
-		findAccount: async (_ctx, sub) => {
+		findAccount: async (ctx, sub) => {
 			if (!UUID.test(sub)) return undefined
-			const [user] = await activeUser.execute({ id: sub })
+			const user = await accountOf(ctx, sub)
 			if (!user) return undefined
 			return {
 				accountId: user.id,
@@ -341,6 +350,18 @@ function createProvider(library: Library, deps: ProviderDeps): Provider {
 		clientBasedCORS: (_ctx, origin, client) => client.redirectUris?.some((uri) => safeOrigin(uri) === origin) ?? false,
 		extraClientMetadata: { properties: [] },
 	}
+	/**
+	 * The active account: read with the request's token (ReadAhead), or as the browser's session found it (single
+	 * sign-on), or else read now.
+	 */
+	async function accountOf(ctx: KoaContextWithOIDC, id: string): Promise<AccountRecord | undefined> {
+		const known = ahead.take<AccountRecord>(accountKey(id))
+		if (known !== undefined) return known ?? undefined
+		const browser = await browserSession(ctx)
+		if (browser?.userId === id && browser.account) return browser.account
+		const [user] = await activeUser.execute({ id })
+		return user
+	}
 	const provider = new Provider(settings.issuer, configuration)
 	queueBackchannelLogouts(provider, db)
 	// Behind Latchkey's own HTTP layer, which decided who the client is and whether the request was https.
@@ -354,8 +375,8 @@ function createProvider(library: Library, deps: ProviderDeps): Provider {
 	const Session = provider.Session
 	const getSession = Session.get.bind(Session)
 	Session.get = async (ctx) => {
-		const session = await getSession(ctx)
-		const browser = await browserSession(ctx)
+		// Both at once: the library's session and the browser's Latchkey session are independent reads.
+		const [session, browser] = await Promise.all([getSession(ctx), browserSession(ctx)])
 		const current = session as unknown as Record<string, unknown>
 		if (browser && (session.accountId !== browser.userId || current[LATCHKEY_SESSION] !== browser.sessionId)) {
 			adopt(current as never, browser)
