@@ -57,6 +57,7 @@ import { OAuthDirectory } from './modules/oauth/directory'
 import { loadProvider, type BrowserSessions as ProviderBrowserSessions } from './modules/oauth/provider'
 import { isProtocolPath, protocolModule } from './modules/oauth/protocol'
 import { Interactions } from './modules/oauth/interactions'
+import { UserinfoShortcut } from './modules/oauth/userinfo'
 import { BACKCHANNEL_LOGOUT_QUEUE, backchannelLogoutJob, logOutEndedSessionsStep } from './modules/oauth/logout'
 import { BrowserSessions, consentPage, PAGE_PATHS, pageHeaders, PageRenderer, pageProblems, pages, providerPages, type PageSettings } from './pages'
 
@@ -374,7 +375,7 @@ export function createApp({ config, database, keys, oauthKey, log, counters, pee
 		.use(jwks(keys, oauthKey))
 		.use(config.metrics.enabled ? metricsRoute(metrics, config.metrics.token) : new Elysia({ name: 'metrics-disabled' }))
 		.use(api)
-		.use(protocolModule({ provider, issuer, interactions, htmlHeaders: pageHeaders(renderer.csp) }))
+		.use(protocolModule({ provider, issuer, interactions, htmlHeaders: pageHeaders(renderer.csp), userinfo: new UserinfoShortcut({ db, findActiveClient: (clientId) => oauthClients.findActive(clientId) }) }))
 		.use(pages({ renderer, settings, auth, factors, browserSessions, sessionTtlSeconds: config.jwt.refreshTtlSeconds }))
 		.use(consentPage({ renderer, settings, interactions, browserSessions }))
 		// Every path is a route, so that a 404 or 405 passes the rate limits like any other answer.

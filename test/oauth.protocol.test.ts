@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import * as oauth from 'oauth4webapi'
 import { OAUTH_CLIENTS_CHANNEL } from '../src/modules/oauth/clients'
 import { logOutEndedSessionsStep } from '../src/modules/oauth/logout'
+import { UserinfoShortcut } from '../src/modules/oauth/userinfo'
 import { startTestApp, type TestApp } from './support/app'
 import { signUp, signUpAdmin, type Account } from './support/fixtures'
 import { authorizationRequest, Browser, browserCookie, discover, formPost, hiddenFields, ISSUER, logoutReceiver, REDIRECT_URI, registerClient, through, type RegisteredClient } from './support/oauth'
@@ -87,6 +88,36 @@ describe('authorization code with PKCE', () => {
 		const response = await oauth.userInfoRequest(as, app.client, tokens.access_token, through(t))
 		const userinfo = await oauth.processUserInfoResponse(as, app.client, account.id, response)
 		expect(userinfo).toMatchObject({ sub: account.id, email: account.email, email_verified: false, name: 'Test User' })
+	})
+
+	test('userinfo answers a plain GET (without the library) as the library answers a POST, scope by scope', async () => {
+		const shortcut = new UserinfoShortcut({ db: t.database.handle.db, findActiveClient: (clientId) => t.app.decorator.oauthClients.findActive(clientId) })
+		for (const scope of ['openid', 'openid email', 'openid profile', 'openid email profile', 'openid profile email offline_access']) {
+			const { tokens } = await exchange(app, scope.includes('offline_access') ? { scope, prompt: 'consent' } : { scope })
+			const byGet = await t.call('GET', '/oauth2/userinfo', { token: tokens.access_token })
+			const byPost = await t.call('POST', '/oauth2/userinfo', { body: `access_token=${tokens.access_token}`, headers: { 'content-type': 'application/x-www-form-urlencoded' } })
+			expect(byGet.status).toBe(200)
+			expect(byGet.text).toBe(byPost.text)
+			for (const name of ['content-type', 'cache-control']) expect(byGet.headers.get(name)).toBe(byPost.headers.get(name))
+			expect(byGet.body.sub).toBe(account.id)
+			const answered = await shortcut.answer(new Request(`${ISSUER}/oauth2/userinfo`, { headers: { authorization: `Bearer ${tokens.access_token}` } }))
+			expect(await answered?.text()).toBe(byPost.text)
+		}
+	})
+
+	test('userinfo is answered without the library only in the plain case', async () => {
+		const shortcut = new UserinfoShortcut({ db: t.database.handle.db, findActiveClient: (clientId) => t.app.decorator.oauthClients.findActive(clientId) })
+		const get = (token: string, headers: Record<string, string> = {}, query = '') =>
+			shortcut.answer(new Request(`${ISSUER}/oauth2/userinfo${query}`, { headers: { authorization: `Bearer ${token}`, ...headers } }))
+		const { tokens } = await exchange(app)
+		expect(await (await get(tokens.access_token))?.json()).toEqual({ sub: account.id, email: account.email, email_verified: false, name: 'Test User', updated_at: expect.any(Number) })
+		// Left to the library: a browser's cross-origin request, DPoP, a token in the query, an unknown token, a token asking for claims.
+		expect(await get(tokens.access_token, { origin: 'https://app.example.test' })).toBeUndefined()
+		expect(await get(tokens.access_token, { dpop: 'x' })).toBeUndefined()
+		expect(await get(tokens.access_token, {}, '?scope=openid')).toBeUndefined()
+		expect(await get(`${tokens.access_token.slice(0, -1)}x`)).toBeUndefined()
+		const claimed = await exchange(app, { claims: JSON.stringify({ userinfo: { email: null } }) })
+		expect(await get(claimed.tokens.access_token)).toBeUndefined()
 	})
 
 	test('a public client signs in the same way with PKCE and no secret', async () => {

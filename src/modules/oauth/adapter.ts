@@ -111,24 +111,7 @@ export function databaseAdapter(db: Database, clients: ClientMetadataSource, ses
 	const byUserCode = lookup(oauthArtifacts.userCode, 'latchkey_oauth_by_user_code')
 	const byUid = lookup(oauthArtifacts.uid, 'latchkey_oauth_by_uid')
 
-	// A token with what the library reads next: the provider session it is bound to (by uid), its grant, its account (active).
-	const boundSession = alias(oauthArtifacts, 'bound_session')
-	const tokenGrant = alias(oauthArtifacts, 'token_grant')
-	const tokenWithItsOwn = db
-		.select({
-			payload: oauthArtifacts.payload,
-			consumedAt: oauthArtifacts.consumedAt,
-			session: { payload: boundSession.payload, consumedAt: boundSession.consumedAt, live: liveLatchkeySession('bound_session') },
-			grant: { payload: tokenGrant.payload, consumedAt: tokenGrant.consumedAt },
-			account: { id: users.id, email: users.email, name: users.name, emailVerifiedAt: users.emailVerifiedAt, updatedAt: users.updatedAt },
-		})
-		.from(oauthArtifacts)
-		.leftJoin(boundSession, and(eq(boundSession.model, 'Session'), eq(boundSession.uid, sql`${oauthArtifacts.payload}->>'sessionUid'`), unexpired(boundSession)))
-		.leftJoin(tokenGrant, and(eq(tokenGrant.model, 'Grant'), eq(tokenGrant.id, sql`${oauthArtifacts.payload}->>'grantId'`), unexpired(tokenGrant)))
-		.leftJoin(users, and(eq(users.id, asUuid(sql`${oauthArtifacts.payload}->>'accountId'`)), eq(users.status, 'active')))
-		.where(and(eq(oauthArtifacts.model, sql.placeholder('model')), eq(oauthArtifacts.id, sql.placeholder('key')), unexpired(oauthArtifacts)))
-		.limit(1)
-		.prepare('latchkey_oauth_token_with_its_own')
+	const tokenWithItsOwn = prepareTokenWithItsOwn(db, 'latchkey_oauth_token_with_its_own')
 
 	// A provider session with the grants it names (one per client it signed in to), for the authorization that follows.
 	const sessionAuthorizations = sql`${outer('oauth_artifacts', 'payload')}->'authorizations'`
@@ -233,6 +216,30 @@ export function databaseAdapter(db: Database, clients: ClientMetadataSource, ses
 			await db.delete(oauthArtifacts).where(eq(oauthArtifacts.grantId, grantId))
 		}
 	}
+}
+
+/**
+ * A token (`model`, `key`: its id) with what the library reads next: the provider session it is bound to (by uid)
+ * and whether that one's Latchkey session is live, its grant, its account (active only). Unexpired rows only.
+ */
+export function prepareTokenWithItsOwn(db: Database, name: string) {
+	const boundSession = alias(oauthArtifacts, 'bound_session')
+	const tokenGrant = alias(oauthArtifacts, 'token_grant')
+	return db
+		.select({
+			payload: oauthArtifacts.payload,
+			consumedAt: oauthArtifacts.consumedAt,
+			session: { payload: boundSession.payload, consumedAt: boundSession.consumedAt, live: liveLatchkeySession('bound_session') },
+			grant: { payload: tokenGrant.payload, consumedAt: tokenGrant.consumedAt },
+			account: { id: users.id, email: users.email, name: users.name, emailVerifiedAt: users.emailVerifiedAt, updatedAt: users.updatedAt },
+		})
+		.from(oauthArtifacts)
+		.leftJoin(boundSession, and(eq(boundSession.model, 'Session'), eq(boundSession.uid, sql`${oauthArtifacts.payload}->>'sessionUid'`), unexpired(boundSession)))
+		.leftJoin(tokenGrant, and(eq(tokenGrant.model, 'Grant'), eq(tokenGrant.id, sql`${oauthArtifacts.payload}->>'grantId'`), unexpired(tokenGrant)))
+		.leftJoin(users, and(eq(users.id, asUuid(sql`${oauthArtifacts.payload}->>'accountId'`)), eq(users.status, 'active')))
+		.where(and(eq(oauthArtifacts.model, sql.placeholder('model')), eq(oauthArtifacts.id, sql.placeholder('key')), unexpired(oauthArtifacts)))
+		.limit(1)
+		.prepare(name)
 }
 
 /** The record as the library reads it: `consumed` when it was. */

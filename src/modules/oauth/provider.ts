@@ -99,6 +99,18 @@ const CLEARED_BROWSER_SESSION = '__Host-latchkey-session=; Max-Age=0; Path=/; Se
 
 export const SCOPES = ['openid', 'profile', 'email', 'offline_access']
 
+/** The claims each scope gives (the library's `claims`, and userinfo.ts's). */
+export const CLAIMS_BY_SCOPE: Record<string, string[]> = { openid: ['sub', 'acr', 'amr', 'auth_time'], email: ['email', 'email_verified'], profile: ['name', 'updated_at'] }
+
+/** Every claim an account has, before the scopes choose among them. */
+export const accountClaims = (user: AccountRecord): { sub: string } & Record<string, unknown> => ({
+	sub: user.id,
+	email: user.email,
+	email_verified: user.emailVerifiedAt !== null,
+	name: user.name ?? undefined,
+	updated_at: Math.floor(user.updatedAt.getTime() / 1000),
+})
+
 /** An account id as Latchkey makes them; any other `sub` names no account (and is never sent to the database). */
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 
@@ -202,7 +214,7 @@ function createProvider(library: Library, deps: ProviderDeps): Provider {
 		jwks: { keys: [settings.signingKey as never] },
 		scopes: SCOPES,
 		// How and when the user signed in go with `openid` (every ID token); the others by scope.
-		claims: { sid: null, iss: null, openid: ['sub', 'acr', 'amr', 'auth_time'], email: ['email', 'email_verified'], profile: ['name', 'updated_at'] },
+		claims: { sid: null, iss: null, ...CLAIMS_BY_SCOPE },
 		acrValues: ['aal1', 'aal2'],
 		responseTypes: ['code'],
 		subjectTypes: ['public'],
@@ -313,16 +325,7 @@ function createProvider(library: Library, deps: ProviderDeps): Provider {
 			if (!UUID.test(sub)) return undefined
 			const user = await accountOf(ctx, sub)
 			if (!user) return undefined
-			return {
-				accountId: user.id,
-				claims: async () => ({
-					sub: user.id,
-					email: user.email,
-					email_verified: user.emailVerifiedAt !== null,
-					name: user.name ?? undefined,
-					updated_at: Math.floor(user.updatedAt.getTime() / 1000),
-				}),
-			}
+			return { accountId: user.id, claims: async () => accountClaims(user) }
 		},
 		// First-party clients and consent remembered for every scope asked get their grant without the consent page.
 		loadExistingGrant: async (ctx) => {
