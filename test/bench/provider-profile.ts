@@ -3,7 +3,7 @@
  * against the service run from source under Bun's CPU profiler, on the bench's PostgreSQL database. The profile
  * (markdown, functions by self time) is written when the service stops.
  *
- *   bun test/bench/provider-profile.ts --scenario userinfo|sso|code|refresh [--seconds 10] [--users 1000000]
+ *   bun test/bench/provider-profile.ts --scenario userinfo|users-me|sso|code|refresh [--seconds 10] [--users 1000000]
  *       [--server postgres://postgres@127.0.0.1:5432/postgres] [--database latchkey_bench] [--out test-artifacts/profile]
  *
  * The other scenarios still run for a blink (their results feed the next one). The figures it prints are slower
@@ -29,7 +29,7 @@ const { values: args } = parseArgs({
 		out: { type: 'string', default: join(ROOT, 'test-artifacts', 'profile') },
 	},
 })
-const SCENARIOS: ProviderScenario[] = ['sso', 'code', 'refresh', 'userinfo']
+const SCENARIOS: ProviderScenario[] = ['sso', 'code', 'refresh', 'userinfo', 'users-me']
 const scenario = args.scenario as ProviderScenario
 if (!SCENARIOS.includes(scenario)) throw new Error(`--scenario takes: ${SCENARIOS.join(', ')}`)
 const out = resolve(args.out)

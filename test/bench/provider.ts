@@ -46,7 +46,7 @@ export interface ProviderBench<M extends LoadResult, R> {
 	scenarios?: ReadonlySet<ProviderScenario>
 }
 
-export type ProviderScenario = 'sso' | 'code' | 'refresh' | 'userinfo'
+export type ProviderScenario = 'sso' | 'code' | 'refresh' | 'userinfo' | 'users-me'
 
 export interface ProviderFigures {
 	concurrency: number
@@ -378,11 +378,11 @@ export async function providerSection<M extends LoadResult, R>(bench: ProviderBe
 		const readMe = (seconds: number) => read(seconds, '/api/users/me', apiTokens, (body) => typeof (body.data as { id?: unknown } | undefined)?.id === 'string')
 		const readUserinfo = (seconds: number) => read(seconds, '/oauth2/userinfo', accessTokens, (body) => typeof body.sub === 'string' && typeof body.email === 'string')
 		// Both paths warm before either is measured.
-		await readMe(Math.min(2, secondsOf('userinfo')))
+		await readMe(Math.min(2, secondsOf('users-me')))
 		await readUserinfo(Math.min(2, secondsOf('userinfo')))
 		let meRun: Awaited<ReturnType<typeof drive>> | undefined
 		const meMeasured = await bench.measure(service, async () => {
-			meRun = await readMe(secondsOf('userinfo'))
+			meRun = await readMe(secondsOf('users-me'))
 			return meRun.load
 		})
 		let userinfoRun: Awaited<ReturnType<typeof drive>> | undefined

@@ -134,6 +134,28 @@ export function databaseAdapter(db: Database, clients: ClientMetadataSource, ses
 		.limit(1)
 		.prepare('latchkey_oauth_session_with_grants')
 
+	// The writes, prepared as the reads are: the library writes a record or two at every request it serves.
+	const upsertArtifact = db
+		.insert(oauthArtifacts)
+		.values({
+			model: sql.placeholder('model'),
+			id: sql.placeholder('id'),
+			grantId: sql.placeholder('grantId'),
+			userCode: sql.placeholder('userCode'),
+			uid: sql.placeholder('uid'),
+			payload: sql.placeholder('payload'),
+			expiresAt: sql`now() + make_interval(secs => ${sql.placeholder('seconds')})`,
+		})
+		.onConflictDoUpdate({
+			target: [oauthArtifacts.model, oauthArtifacts.id],
+			set: { grantId: sql`excluded.grant_id`, userCode: sql`excluded.user_code`, uid: sql`excluded.uid`, payload: sql`excluded.payload`, expiresAt: sql`excluded.expires_at` },
+		})
+		.prepare('latchkey_oauth_upsert')
+	const thisOne = and(eq(oauthArtifacts.model, sql.placeholder('model')), eq(oauthArtifacts.id, sql.placeholder('id')))
+	const consumeArtifact = db.update(oauthArtifacts).set({ consumedAt: sql`now()` }).where(thisOne).prepare('latchkey_oauth_consume')
+	const destroyArtifact = db.delete(oauthArtifacts).where(thisOne).returning({ payload: oauthArtifacts.payload }).prepare('latchkey_oauth_destroy')
+	const revokeGrant = db.delete(oauthArtifacts).where(eq(oauthArtifacts.grantId, sql.placeholder('grantId'))).prepare('latchkey_oauth_revoke_grant')
+
 	/** The token, keeping for this request what came with it (null for what is known not to be there). */
 	async function findToken(model: string, id: string) {
 		const [row] = await tokenWithItsOwn.execute({ model, key: id })
@@ -164,12 +186,15 @@ export function databaseAdapter(db: Database, clients: ClientMetadataSource, ses
 			ahead.forget(byKind(this.model, id))
 			if (this.model === 'Session' && onlyExpirySlid(ahead.peek<AdapterPayload>(storedSession(id)), payload)) return
 			if (this.model === 'Session') ahead.forget(storedSession(id))
-			const expiresAt = sql`now() + make_interval(secs => ${expiresIn > 0 ? expiresIn : FALLBACK_SECONDS})`
-			const row = { grantId: payload.grantId ?? null, userCode: payload.userCode ?? null, uid: payload.uid ?? null, payload: payload as Record<string, unknown> }
-			await db
-				.insert(oauthArtifacts)
-				.values({ model: this.model, id, ...row, expiresAt })
-				.onConflictDoUpdate({ target: [oauthArtifacts.model, oauthArtifacts.id], set: { ...row, expiresAt } })
+			await upsertArtifact.execute({
+				model: this.model,
+				id,
+				grantId: payload.grantId ?? null,
+				userCode: payload.userCode ?? null,
+				uid: payload.uid ?? null,
+				payload,
+				seconds: expiresIn > 0 ? expiresIn : FALLBACK_SECONDS,
+			})
 		}
 
 		async find(id: string): Promise<AdapterPayload | undefined> {
@@ -195,25 +220,19 @@ export function databaseAdapter(db: Database, clients: ClientMetadataSource, ses
 
 		async consume(id: string): Promise<void> {
 			ahead.forget(byKind(this.model, id))
-			await db
-				.update(oauthArtifacts)
-				.set({ consumedAt: sql`now()` })
-				.where(and(eq(oauthArtifacts.model, this.model), eq(oauthArtifacts.id, id)))
+			await consumeArtifact.execute({ model: this.model, id })
 		}
 
 		async destroy(id: string): Promise<void> {
 			ahead.forget(byKind(this.model, id))
-			const [ended] = await db
-				.delete(oauthArtifacts)
-				.where(and(eq(oauthArtifacts.model, this.model), eq(oauthArtifacts.id, id)))
-				.returning({ payload: oauthArtifacts.payload })
+			const [ended] = await destroyArtifact.execute({ model: this.model, id })
 			if (this.model === 'Session' && ended) await sessionEnded(ended.payload)
 		}
 
 		async revokeByGrantId(grantId: string): Promise<void> {
 			ahead.forget(byKind('Grant', grantId))
 			// Every kind at once: a code used twice or a refresh token replayed ends all that the grant issued.
-			await db.delete(oauthArtifacts).where(eq(oauthArtifacts.grantId, grantId))
+			await revokeGrant.execute({ grantId })
 		}
 	}
 }
