@@ -661,6 +661,7 @@ async function runProvider(databaseUrl: string, rows: Row[], extra: Record<strin
 		log,
 		measure,
 		row,
+		binaryPath: BINARY,
 		// The service's own URL is its issuer (PUBLIC_URL), so the port is chosen first.
 		startService: async (env, name) => {
 			const port = await freePort()
