@@ -98,7 +98,7 @@ describe('authorization code with PKCE', () => {
 			const byPost = await t.call('POST', '/oauth2/userinfo', { body: `access_token=${tokens.access_token}`, headers: { 'content-type': 'application/x-www-form-urlencoded' } })
 			expect(byGet.status).toBe(200)
 			expect(byGet.text).toBe(byPost.text)
-			for (const name of ['content-type', 'cache-control']) expect(byGet.headers.get(name)).toBe(byPost.headers.get(name))
+			for (const name of ['content-type', 'cache-control', 'vary']) expect(byGet.headers.get(name)).toBe(byPost.headers.get(name))
 			expect(byGet.body.sub).toBe(account.id)
 			const answered = await shortcut.answer(new Request(`${ISSUER}/oauth2/userinfo`, { headers: { authorization: `Bearer ${tokens.access_token}` } }))
 			expect(await answered?.text()).toBe(byPost.text)

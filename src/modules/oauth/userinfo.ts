@@ -76,7 +76,8 @@ export class UserinfoShortcut {
 			if (!tokenScopes.has(scope)) continue
 			for (const claim of CLAIMS_BY_SCOPE[scope] ?? []) if (available[claim] !== undefined) claims[claim] = available[claim]
 		}
-		return new Response(JSON.stringify(claims), { headers: { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' } })
+		// The library's headers: a request from another origin is its to answer (CORS), hence Vary.
+		return new Response(JSON.stringify(claims), { headers: { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store', vary: 'Origin' } })
 	}
 }
 
