@@ -4,7 +4,7 @@ import type { Config } from '../config/env'
 import { clientOf } from './client-ip'
 import type { CounterStore } from '../db/counters'
 import { problemBody, type PageProblemRenderer } from './problem-catalogue'
-import { bodyRead } from './security'
+import { bodyRead } from './body-read'
 
 /** Probes count against no budget. */
 export const PROBES = new Set(['/api/health', '/api/health/', '/api/health/ready'])

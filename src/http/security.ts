@@ -1,6 +1,7 @@
 import { Elysia } from 'elysia'
 import Negotiator from 'negotiator'
 import { AppError, deferProblem, deferredProblem, ValidationFailed, type FieldError } from './problem'
+import { keepBodyRead } from './body-read'
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 /** Methods whose body is checked (415, 413, 400, 422) whether or not the route reads one. */
@@ -89,15 +90,6 @@ function doorProblem(request: Request, { bodyLimitBytes, htmlPaths, textPaths = 
 	return undefined
 }
 
-/** The bodies the parse hook read, by request (gone with the request). */
-const bodiesRead = new WeakMap<Request, ArrayBuffer>()
-
-/**
- * The bytes of a request's body as the parse hook read them: the body itself is spent by then, and a hook
- * that runs after parsing (the rate limits' per-client key) reads them here.
- */
-export const bodyRead = (request: Request): ArrayBuffer | undefined => bodiesRead.get(request)
-
 /**
  * Request hygiene: content negotiation (406), media type (415), body size
  * (413), NUL or a repeated parameter in the query (400), and strict JSON
@@ -120,7 +112,7 @@ export const requestChecks = (options: SecurityOptions) =>
 			if (refused) throw refused
 			// Also catches chunked bodies, which carry no Content-Length to check up front.
 			const bytes = await request.arrayBuffer()
-			bodiesRead.set(request, bytes)
+			keepBodyRead(request, bytes)
 			if (bytes.byteLength > options.bodyLimitBytes)
 				throw new AppError('payload-too-large', `The request body exceeds ${options.bodyLimitBytes} bytes`)
 			if (options.passThrough?.(new URL(request.url).pathname)) return bytes
