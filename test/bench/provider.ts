@@ -69,8 +69,8 @@ export interface ProviderFigures {
 	userinfo: Figures
 	/** userinfo req/s ÷ the mean of the two /users/me req/s. */
 	userinfoRatio: number
-	/** A first visit to the sign-in page: its HTML and the stylesheets it links, the stylesheets fetched at once as a browser does. */
-	signInPage: Figures & { requests: number; bytesOnTheWire: number; compressed: boolean }
+	/** A first visit to each page: its HTML and the files it links, those fetched at once as a browser does. */
+	pages: PageFigures[]
 	/** Spawn → readiness 200 on PostgreSQL, then → the first discovery document (which loads the library): medians. */
 	startup: { runs: number; readyMs: number; providerLoadedMs: number }
 	binaryBytes: number | null
@@ -186,8 +186,24 @@ const wireBytes = (response: Response, body: ArrayBuffer) =>
 	body.byteLength
 
 /** A first visit to a page: its HTML, then every stylesheet and script it links, at once. Bytes as sent (not decompressed). */
-async function loadPage(url: string): Promise<{ bytes: number; requests: number; compressed: boolean } | string> {
-	const fetchRaw = (target: string) => fetch(target, { headers: PAGE_HEADERS, decompress: false } as RequestInit)
+/** A page's first visit, as the figures keep it. */
+type PageFigures = Figures & { path: string; requests: number; bytesOnTheWire: number; compressed: boolean }
+
+/** The pages measured: each person-facing page a browser opens directly (the account's with a browser session). */
+const PAGES: Array<{ path: string; signedIn?: boolean }> = [
+	{ path: '/sign-in' },
+	{ path: '/sign-up' },
+	{ path: '/recovery' },
+	{ path: '/password-reset' },
+	{ path: '/email-verification' },
+	{ path: '/device' },
+	{ path: '/sign-out', signedIn: true },
+	{ path: '/account', signedIn: true },
+]
+
+async function loadPage(url: string, cookie?: string): Promise<{ bytes: number; requests: number; compressed: boolean } | string> {
+	const headers = cookie ? { ...PAGE_HEADERS, cookie } : PAGE_HEADERS
+	const fetchRaw = (target: string) => fetch(target, { headers, decompress: false, redirect: 'manual' } as RequestInit)
 	const html = await fetchRaw(url)
 	const raw = await html.arrayBuffer()
 	if (html.status !== 200) return `page ${html.status}`
@@ -220,6 +236,11 @@ class Browser {
 		this.keep(cookie)
 	}
 
+	/** The Cookie header it sends. */
+	cookieHeader(): string {
+		return [...this.jar].map(([name, value]) => `${name}=${value}`).join('; ')
+	}
+
 	private keep(pair: string) {
 		const equals = pair.indexOf('=')
 		if (equals < 1) return
@@ -229,7 +250,7 @@ class Browser {
 	}
 
 	async get(url: string): Promise<Response> {
-		const response = await fetch(url, { headers: { cookie: [...this.jar].map(([name, value]) => `${name}=${value}`).join('; ') }, redirect: 'manual' })
+		const response = await fetch(url, { headers: { cookie: this.cookieHeader() }, redirect: 'manual' })
 		for (const line of response.headers.getSetCookie()) this.keep(line.split(';')[0] ?? '')
 		return response
 	}
@@ -389,31 +410,37 @@ export async function providerSection<M extends LoadResult, R>(bench: ProviderBe
 		failures['provider-sso-alone'] = ssoAloneRun.reasons
 		rows.push(bench.row('provider-sso-alone', 'GET /oauth2/authorization prompt=none → 303 code (one at a time)', ssoAloneMeasured, { name: '(goal on p99)', perSecond: null }, 'p99 < 20 ms', ssoAloneRun.figures.p99Ms < 20))
 
-		// ── the sign-in page, as a browser's first visit loads it ──
-		bench.log(`12c''. sign-in page: GET /sign-in and its stylesheets, ${CONCURRENCY} at once for ${secondsOf('sign-in-page')} s`)
-		const page = { bytes: 0, requests: 0, compressed: false }
-		let pageRun: Awaited<ReturnType<typeof drive>> | undefined
-		const pageMeasured = await bench.measure(service, async () => {
-			pageRun = await drive(secondsOf('sign-in-page'), () => true, async () => {
-				const loaded = await loadPage(`${url}/sign-in`)
-				if (typeof loaded === 'string') return loaded
-				Object.assign(page, loaded)
-				return true
+		// ── the pages, as a browser's first visit loads each (issue 24: /sign-in; issue 25: every page) ──
+		const pageFigures: PageFigures[] = []
+		for (const { path, signedIn } of PAGES) {
+			bench.log(`12c''. page ${path}: its HTML and linked files, ${CONCURRENCY} at once for ${secondsOf('sign-in-page')} s${signedIn ? ', signed in' : ''}`)
+			const page = { bytes: 0, requests: 0, compressed: false }
+			const cookie = signedIn ? browsers[0]!.cookieHeader() : undefined
+			let pageRun: Awaited<ReturnType<typeof drive>> | undefined
+			const pageMeasured = await bench.measure(service, async () => {
+				pageRun = await drive(secondsOf('sign-in-page'), () => true, async () => {
+					const loaded = await loadPage(`${url}${path}`, cookie)
+					if (typeof loaded === 'string') return loaded
+					Object.assign(page, loaded)
+					return true
+				})
+				return pageRun.load
 			})
-			return pageRun.load
-		})
-		if (!pageRun) throw new Error('the sign-in page was not measured')
-		failures['provider-sign-in-page'] = pageRun.reasons
-		rows.push(
-			bench.row(
-				'provider-sign-in-page',
-				`GET /sign-in + its ${page.requests - 1} stylesheets, first visit (${CONCURRENCY} at once; ${(page.bytes / 1024).toFixed(1)} KiB on the wire${page.compressed ? ', compressed' : ''})`,
-				pageMeasured,
-				{ name: '(goal on p99 and size)', perSecond: null },
-				'p99 < 50 ms, < 100 KB',
-				pageRun.figures.p99Ms < 50 && page.bytes < 100_000,
-			),
-		)
+			if (!pageRun) throw new Error(`the page ${path} was not measured`)
+			const name = path === '/sign-in' ? 'provider-sign-in-page' : `page-${path.slice(1).replaceAll('/', '-')}`
+			failures[name] = pageRun.reasons
+			pageFigures.push({ ...pageRun.figures, path, requests: page.requests, bytesOnTheWire: page.bytes, compressed: page.compressed })
+			rows.push(
+				bench.row(
+					name,
+					`GET ${path} + its ${page.requests - 1} linked files, first visit (${CONCURRENCY} at once; ${(page.bytes / 1024).toFixed(1)} KiB on the wire${page.compressed ? ', compressed' : ''})`,
+					pageMeasured,
+					{ name: '(goal on p99 and size)', perSecond: null },
+					'p99 < 50 ms, < 100 KB',
+					pageRun.figures.p99Ms < 50 && page.bytes < 100_000,
+				),
+			)
+		}
 
 		// ── 2. the code exchange: a batch made just before, exchanged as fast as possible ──
 		const signLimit = { name: `RS256 JWT: ${bench.cores} cores ÷ ${signing.signMs.toFixed(2)} ms`, perSecond: signing.limitPerSecond }
@@ -548,7 +575,7 @@ export async function providerSection<M extends LoadResult, R>(bench: ProviderBe
 				usersMeAfter: meAfterRun.figures,
 				userinfo: userinfoRun.figures,
 				userinfoRatio: ratio,
-				signInPage: { ...pageRun.figures, requests: page.requests, bytesOnTheWire: page.bytes, compressed: page.compressed },
+				pages: pageFigures,
 				startup,
 				binaryBytes: bench.binaryPath ? statSync(bench.binaryPath).size : null,
 				failures,
@@ -563,12 +590,11 @@ export async function providerSection<M extends LoadResult, R>(bench: ProviderBe
 export function describeProvider(figures: ProviderFigures): string[] {
 	const f = (x: Figures) => `${x.perSecond.toFixed(0)}/s, p50 ${x.p50Ms.toFixed(1)} ms, p99 ${x.p99Ms.toFixed(1)} ms, ${x.failed} failed`
 	const share = (x: Figures) => `${((x.perSecond / figures.signLimitPerSecond) * 100).toFixed(0)}%`
-	const page = figures.signInPage
 	return [
 		`provider: ${figures.concurrency} requests at once, ${figures.browsers} signed-in browsers; RS256 limit ${figures.signLimitPerSecond.toFixed(0)} JWT/s (one ${figures.signMs.toFixed(2)} ms × cores)`,
 		`provider: SSO (prompt=none) ${f(figures.sso)}; one at a time ${f(figures.ssoAlone)} · code exchange ${f(figures.code)} (${share(figures.code)} of the limit, ${figures.code.codesMade} codes made) · refresh ${f(figures.refresh)} (${share(figures.refresh)}, ${figures.refresh.chains} chains)`,
 		`provider: userinfo ${f(figures.userinfo)} against /users/me ${f(figures.usersMe)} before and ${f(figures.usersMeAfter)} after: ${(figures.userinfoRatio * 100).toFixed(0)}%`,
-		`provider: sign-in page (HTML + ${page.requests - 1} linked files) ${f(page)}, ${page.bytesOnTheWire} bytes on the wire${page.compressed ? ' (compressed)' : ' (uncompressed: the server does not compress)'}`,
+		...figures.pages.map((page) => `pages: ${page.path} (HTML + ${page.requests - 1} linked files) ${f(page)}, ${page.bytesOnTheWire} bytes on the wire${page.compressed ? ' (compressed)' : ' (uncompressed: the server does not compress)'}`),
 		`provider: start-up on PostgreSQL (median of ${figures.startup.runs}): ready ${figures.startup.readyMs} ms after spawn, the provider loaded ${figures.startup.providerLoadedMs} ms after spawn` +
 			(figures.binaryBytes === null ? '' : ` · binary ${(figures.binaryBytes / 1e6).toFixed(1)} MB (${figures.binaryBytes} bytes)`),
 	]
