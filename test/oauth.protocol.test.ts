@@ -4,7 +4,8 @@ import { OAUTH_CLIENTS_CHANNEL } from '../src/modules/oauth/clients'
 import { logOutEndedSessionsStep } from '../src/modules/oauth/logout'
 import { UserinfoShortcut } from '../src/modules/oauth/userinfo'
 import { startTestApp, type TestApp } from './support/app'
-import { signUp, signUpAdmin, type Account } from './support/fixtures'
+import { login, signUp, signUpAdmin, type Account } from './support/fixtures'
+import { recoverByMail } from './support/ways-in'
 import { authorizationRequest, Browser, browserCookie, discover, formPost, hiddenFields, ISSUER, logoutReceiver, REDIRECT_URI, registerClient, through, type RegisteredClient } from './support/oauth'
 
 let t: TestApp
@@ -249,6 +250,50 @@ describe('sessions', () => {
 		expect(revoked.status).toBe(200)
 		const after = await authorize(app, { prompt: 'none' }, browser)
 		expect(after.callback.searchParams.get('error')).toBe('login_required')
+	})
+})
+
+describe('what ends the single sign-on', () => {
+	/** A fresh account signed in at a browser, its single sign-on working, and a token bound to that browser's session. */
+	async function signedInBrowser() {
+		const owner = await signUp(t)
+		const browser = new Browser(t, await browserCookie(t, owner))
+		const request = await authorizationRequest(as, app.clientId, { prompt: 'none' })
+		const { url } = await browser.visit(request.url.href)
+		const parameters = oauth.validateAuthResponse(as, app.client, url, request.state)
+		const response = await oauth.authorizationCodeGrantRequest(as, app.client, app.auth, parameters, REDIRECT_URI, request.verifier, through(t))
+		const tokens = await oauth.processAuthorizationCodeResponse(as, app.client, response, { expectedNonce: request.nonce, requireIdToken: true })
+		expect((await oauth.userInfoRequest(as, app.client, tokens.access_token, through(t))).status).toBe(200)
+		return { owner, browser, tokens }
+	}
+
+	/** The browser asks again without a page: `login_required`, and the token its session carried is refused. */
+	async function expectEnded({ browser, tokens }: Awaited<ReturnType<typeof signedInBrowser>>) {
+		const again = await authorize(app, { prompt: 'none' }, browser)
+		expect(again.callback.searchParams.get('error')).toBe('login_required')
+		expect((await oauth.userInfoRequest(as, app.client, tokens.access_token, through(t))).status).toBe(401)
+	}
+
+	test('a password change through the API from another session ends it (it revokes the other sessions)', async () => {
+		const signedIn = await signedInBrowser()
+		const { owner } = signedIn
+		// The change comes from another session of the account (an app's, say): the browser's is one of the others.
+		const elsewhere = await login(t, owner.email)
+		const changed = await t.call('PUT', '/api/users/me', { token: elsewhere.accessToken, json: { email: owner.email, name: 'Renamed', password: 'a new passphrase for sso', currentPassword: owner.password } })
+		expect(changed.status).toBe(200)
+		await expectEnded(signedIn)
+	})
+
+	test('a recovery by mail ends it (a password reset revokes every session)', async () => {
+		const signedIn = await signedInBrowser()
+		expect((await recoverByMail(t, signedIn.owner.email)).status).toBe(200)
+		await expectEnded(signedIn)
+	})
+
+	test('deactivating the account ends it', async () => {
+		const signedIn = await signedInBrowser()
+		expect((await t.call('DELETE', '/api/users/me', { token: signedIn.owner.accessToken })).status).toBe(200)
+		await expectEnded(signedIn)
 	})
 })
 
