@@ -117,7 +117,8 @@ describe('authorization code with PKCE', () => {
 		expect(await get(tokens.access_token, { origin: 'https://app.example.test' })).toBeUndefined()
 		expect(await get(tokens.access_token, { dpop: 'x' })).toBeUndefined()
 		expect(await get(tokens.access_token, {}, '?scope=openid')).toBeUndefined()
-		expect(await get(`${tokens.access_token.slice(0, -1)}x`)).toBeUndefined()
+		// Its last character changed (to another one: a token may end in x already).
+		expect(await get(`${tokens.access_token.slice(0, -1)}${tokens.access_token.endsWith('x') ? 'y' : 'x'}`)).toBeUndefined()
 		const claimed = await exchange(app, { claims: JSON.stringify({ userinfo: { email: null } }) })
 		expect(await get(claimed.tokens.access_token)).toBeUndefined()
 	})
