@@ -1,0 +1,219 @@
+/**
+ * /account as a person uses it, in Debian's Chromium (playwright-core): a passkey enrolled on /account/security
+ * by its script (/pages/account.js, under the pages' policy, with the DevTools virtual authenticator), then used
+ * to sign in; every section and step checked by axe-core at 320 px and 1280 px, light and dark. The pages run
+ * at http://localhost:<port> (PUBLIC_URL), a secure context whose host is the passkeys' RP ID. Screenshots land
+ * in test-artifacts/pages/.
+ */
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
+import { mkdirSync, readFileSync } from 'node:fs'
+import { createServer, type AddressInfo } from 'node:net'
+import { join } from 'node:path'
+import { eq } from 'drizzle-orm'
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core'
+import { factors, identities } from '../src/db/schema'
+import { startTestApp, type TestApp } from './support/app'
+import { enrollTotp } from './support/factors'
+import { ageSession, PASSWORD, signUp, uniqueEmail } from './support/fixtures'
+import { registerClient } from './support/oauth'
+
+setDefaultTimeout(120_000)
+
+const ARTIFACTS = join(import.meta.dir, '..', 'test-artifacts', 'pages')
+const AXE_SOURCE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8')
+
+let t: TestApp
+let server: ReturnType<TestApp['app']['listen']>
+let browser: Browser
+let base: string
+
+/** A port nothing listens on yet: PUBLIC_URL and the passkeys' origin name it before the app starts. */
+async function freePort(): Promise<number> {
+	const probe = createServer()
+	await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve))
+	const { port } = probe.address() as AddressInfo
+	await new Promise<void>((resolve) => probe.close(() => resolve()))
+	return port
+}
+
+beforeAll(async () => {
+	const port = await freePort()
+	base = `http://localhost:${port}`
+	t = await startTestApp({ PUBLIC_URL: base, WEBAUTHN_RP_ID: 'localhost', WEBAUTHN_ORIGINS: base })
+	server = t.app.listen({ port, hostname: '127.0.0.1' })
+	browser = await chromium.launch({
+		executablePath: '/usr/bin/chromium',
+		args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--host-resolver-rules=MAP localhost 127.0.0.1'],
+	})
+	mkdirSync(ARTIFACTS, { recursive: true })
+})
+afterAll(async () => {
+	await browser?.close()
+	await server?.stop()
+	await t?.close()
+})
+
+/** A page that records what the policy refused and any script error, and reaches nothing beyond this machine. */
+async function openPage(context: BrowserContext): Promise<{ page: Page; violations: string[] }> {
+	const page = await context.newPage()
+	const violations: string[] = []
+	page.on('console', (message) => {
+		if (/Content Security Policy|Refused to/i.test(message.text())) violations.push(message.text())
+	})
+	page.on('pageerror', (error) => violations.push(error.message))
+	await page.route('**/*', (route) => (['localhost', '127.0.0.1'].includes(new URL(route.request().url()).hostname) ? route.continue() : route.abort('blockedbyclient')))
+	return { page, violations }
+}
+
+/** axe-core's serious and critical violations (its source evaluated through DevTools: the page keeps its own policy). */
+async function seriousViolations(page: Page): Promise<string[]> {
+	await page.evaluate(AXE_SOURCE)
+	const results = (await page.evaluate("axe.run(document, { resultTypes: ['violations'] })")) as {
+		violations: Array<{ id: string; impact: string; nodes: Array<{ target: string[] }> }>
+	}
+	return results.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`)
+}
+
+/** A virtual platform authenticator on the page (resident keys, user verification). */
+async function virtualAuthenticator(page: Page) {
+	const cdp = await page.context().newCDPSession(page)
+	await cdp.send('WebAuthn.enable')
+	const { authenticatorId } = await cdp.send('WebAuthn.addVirtualAuthenticator', {
+		options: { protocol: 'ctap2', transport: 'internal', hasResidentKey: true, hasUserVerification: true, isUserVerified: true, automaticPresenceSimulation: true },
+	})
+	return { cdp, authenticatorId }
+}
+
+/** Signs the page's browser in at /sign-in with the password, on to `returnTo`. */
+async function signInWithPassword(page: Page, email: string, returnTo = '/account') {
+	await page.goto(`${base}/sign-in?${new URLSearchParams({ return_to: returnTo })}`)
+	await page.fill('#email', email)
+	await page.fill('#password', PASSWORD)
+	await Promise.all([page.waitForURL(`${base}${returnTo}`), page.click('button[type=submit]')])
+}
+
+test('a passkey enrolled on /account/security signs in', async () => {
+	const account = await signUp(t, { email: uniqueEmail('account-passkey') })
+	const context = await browser.newContext({ viewport: { width: 1280, height: 800 } })
+	const { page, violations } = await openPage(context)
+	const { cdp, authenticatorId } = await virtualAuthenticator(page)
+	await signInWithPassword(page, account.email, '/account/security')
+	await page.fill('#passkey-name', 'This laptop')
+	await Promise.all([page.waitForURL(`${base}/account/security/passkey`), page.click('text=Add a passkey')])
+	// The script shows the button (and hides the sentence for browsers without passkeys).
+	await page.waitForSelector('#passkey-create:not([hidden])')
+	expect(await page.isVisible('#passkey-unsupported')).toBe(false)
+	await Promise.all([page.waitForURL(`${base}/account/security/passkey/activation`), page.click('text=Create the passkey')])
+	expect(await page.textContent('h1')).toBe('Save your recovery codes')
+	expect(await page.locator('.codes li').count()).toBe(10)
+	const { credentials } = (await cdp.send('WebAuthn.getCredentials', { authenticatorId })) as { credentials: unknown[] }
+	expect(credentials).toHaveLength(1)
+	await Promise.all([page.waitForURL(`${base}/account/security`), page.click('text=I have saved them')])
+	expect(await page.textContent('main')).toContain('This laptop')
+	const [factor] = await t.database.handle.db.select().from(factors).where(eq(factors.userId, account.id))
+	expect(factor).toMatchObject({ type: 'webauthn', name: 'This laptop', status: 'active' })
+	// Signed out, then in again with the passkey alone.
+	await page.goto(`${base}/account`)
+	await Promise.all([page.waitForURL(`${base}/sign-out`), page.click('form[action="/sign-out"] button')])
+	await page.goto(`${base}/sign-in`)
+	await page.waitForSelector('#passkey:not([hidden])')
+	await Promise.all([page.waitForURL(`${base}/account`), page.click('text=Sign in with a passkey')])
+	expect(await page.textContent('main')).toContain(`Signed in as ${account.email}`)
+	expect(violations).toEqual([])
+	await context.close()
+})
+
+test('a cancelled passkey is said in the live region, and the button works again', async () => {
+	const account = await signUp(t)
+	const context = await browser.newContext({ viewport: { width: 320, height: 640 } })
+	const { page, violations } = await openPage(context)
+	const { cdp, authenticatorId } = await virtualAuthenticator(page)
+	await signInWithPassword(page, account.email, '/account/security')
+	await Promise.all([page.waitForURL(`${base}/account/security/passkey`), page.click('text=Add a passkey')])
+	await page.waitForSelector('#passkey-create:not([hidden])')
+	// The person says no at the prompt.
+	await cdp.send('WebAuthn.setUserVerified', { authenticatorId, isUserVerified: false })
+	await page.click('text=Create the passkey')
+	await page.locator('#passkey-status:not(:empty)').waitFor()
+	expect(await page.textContent('#passkey-status')).toMatch(/The passkey was not created|could not create a passkey/)
+	// Still on the step, its button ready again.
+	expect(page.url()).toBe(`${base}/account/security/passkey`)
+	expect(await page.isEnabled('text=Create the passkey')).toBe(true)
+	expect(violations).toEqual([])
+	await context.close()
+})
+
+describe('axe-core finds no serious or critical violation on /account', () => {
+	const states: Array<{ width: number; scheme: 'light' | 'dark' }> = [
+		{ width: 320, scheme: 'light' },
+		{ width: 320, scheme: 'dark' },
+		{ width: 1280, scheme: 'light' },
+		{ width: 1280, scheme: 'dark' },
+	]
+	for (const { width, scheme } of states)
+		test(`at ${width} px, ${scheme}`, async () => {
+			// An account with something in every section: an app, an identity, an application, another session.
+			const account = await signUp(t, { name: 'Ada Lovelace' })
+			const { recoveryCodes } = await enrollTotp(t, account, 'Phone')
+			await t.database.handle.db.insert(identities).values({ id: Bun.randomUUIDv7(), userId: account.id, provider: 'acme', subject: `s-${account.id}`, email: account.email })
+			const registered = await registerClient(t, { type: 'public', name: 'Photo Printer' })
+			const [row] = await t.database.handle.db.query.oauthClients.findMany({ where: (clients, { eq: is }) => is(clients.clientId, registered.clientId) })
+			await t.app.decorator.oauthConsents.grant(account.id, row?.id ?? '', ['openid', 'email', 'offline_access'])
+			const context = await browser.newContext({ viewport: { width, height: width < 400 ? 640 : 800 }, colorScheme: scheme })
+			const { page, violations } = await openPage(context)
+			const found: Record<string, string[]> = {}
+			const check = async (name: string) => {
+				await page.screenshot({ path: join(ARTIFACTS, `${name}-${width}-${scheme}.png`), fullPage: true })
+				const serious = await seriousViolations(page)
+				if (serious.length > 0) found[name] = serious
+				// Nothing wider than the viewport.
+				expect(await page.evaluate('document.documentElement.scrollWidth')).toBeLessThanOrEqual(width)
+			}
+			// The account has a factor: the sign-in asks for it; a recovery code finishes it.
+			await page.goto(`${base}/sign-in?return_to=%2Faccount`)
+			await page.fill('#email', account.email)
+			await page.fill('#password', PASSWORD)
+			await Promise.all([page.waitForLoadState('load'), page.click('button[type=submit]')])
+			await page.fill('#code', recoveryCodes[0] ?? '')
+			await Promise.all([page.waitForURL(`${base}/account`), page.click('button[type=submit]')])
+			await page.goto(`${base}/account?done=name`)
+			await check('account-profile')
+			await page.goto(`${base}/account/security`)
+			await check('account-security')
+			await page.goto(`${base}/account/identities`)
+			await check('account-identities')
+			await page.goto(`${base}/account/sessions`)
+			await check('account-sessions')
+			await page.goto(`${base}/account/applications`)
+			await check('account-applications')
+			// An authenticator app's enrolment: its QR code and key.
+			await page.goto(`${base}/account/security`)
+			await Promise.all([page.waitForURL(`${base}/account/security/totp`), page.click('text=Add an authenticator app')])
+			await check('account-totp')
+			// The passkey's step, and the "confirm it's you" of a session older than REAUTHENTICATION_SECONDS.
+			await page.goto(`${base}/account/security`)
+			await Promise.all([page.waitForURL(`${base}/account/security/passkey`), page.click('text=Add a passkey')])
+			await check('account-passkey')
+			const browserSession = (await t.call('GET', '/api/users/me/sessions', { token: account.accessToken })).body.data.items.find(
+				(item: { userAgent: string | null }) => item.userAgent?.includes('Chrome'),
+			)
+			await ageSession(t, { sessionId: browserSession.id })
+			await page.goto(`${base}/account/security`)
+			await Promise.all([page.waitForURL(`${base}/account/security/totp`), page.click('text=Add an authenticator app')])
+			expect(await page.textContent('h1')).toBe('Confirm it is you')
+			await check('account-confirm')
+			await page.fill('#confirm-password', 'not the password')
+			await Promise.all([page.waitForLoadState('load'), page.click('form:has(#confirm-password) button[type=submit]')])
+			await check('account-confirm-refused')
+			// Recovery codes, shown once.
+			await page.fill('#confirm-password', PASSWORD)
+			await Promise.all([page.waitForLoadState('load'), page.click('form:has(#confirm-password) button[type=submit]')])
+			expect(await page.textContent('h1')).toBe('Add an authenticator app')
+			await page.goto(`${base}/account/security`)
+			await Promise.all([page.waitForURL(`${base}/account/security/recovery-codes`), page.click('text=Make new recovery codes')])
+			await check('account-codes')
+			expect(found).toEqual({})
+			expect(violations).toEqual([])
+			await context.close()
+		})
+})
