@@ -11,11 +11,12 @@ import { createServer, type AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { eq } from 'drizzle-orm'
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core'
-import { factors, identities } from '../src/db/schema'
+import { factors, identities, sessions } from '../src/db/schema'
 import { startTestApp, type TestApp } from './support/app'
 import { enrollTotp } from './support/factors'
 import { ageSession, PASSWORD, signUp, uniqueEmail } from './support/fixtures'
 import { registerClient } from './support/oauth'
+import { TestOpenIdProvider } from './support/oidc-provider'
 
 setDefaultTimeout(120_000)
 
@@ -26,6 +27,7 @@ let t: TestApp
 let server: ReturnType<TestApp['app']['listen']>
 let browser: Browser
 let base: string
+let provider: TestOpenIdProvider
 
 /** A port nothing listens on yet: PUBLIC_URL and the passkeys' origin name it before the app starts. */
 async function freePort(): Promise<number> {
@@ -39,7 +41,8 @@ async function freePort(): Promise<number> {
 beforeAll(async () => {
 	const port = await freePort()
 	base = `http://localhost:${port}`
-	t = await startTestApp({ PUBLIC_URL: base, WEBAUTHN_RP_ID: 'localhost', WEBAUTHN_ORIGINS: base })
+	provider = await TestOpenIdProvider.start([`${base}/api/auth/providers/test/callback`])
+	t = await startTestApp({ PUBLIC_URL: base, WEBAUTHN_RP_ID: 'localhost', WEBAUTHN_ORIGINS: base, OIDC_PROVIDERS: 'test', ...provider.settings('test') })
 	server = t.app.listen({ port, hostname: '127.0.0.1' })
 	browser = await chromium.launch({
 		executablePath: '/usr/bin/chromium',
@@ -51,6 +54,7 @@ afterAll(async () => {
 	await browser?.close()
 	await server?.stop()
 	await t?.close()
+	await provider?.stop()
 })
 
 /** A page that records what the policy refused and any script error, and reaches nothing beyond this machine. */
@@ -119,6 +123,17 @@ test('a passkey enrolled on /account/security signs in', async () => {
 	await page.waitForSelector('#passkey:not([hidden])')
 	await Promise.all([page.waitForURL(`${base}/account`), page.click('text=Sign in with a passkey')])
 	expect(await page.textContent('main')).toContain(`Signed in as ${account.email}`)
+	// Later, past REAUTHENTICATION_SECONDS: "confirm it's you" takes the passkey too, then the action is done.
+	const [browserSession] = (await t.database.handle.db.select().from(sessions).where(eq(sessions.userId, account.id))).filter((row) => row.browserTokenHash !== null && row.revokedAt === null)
+	await ageSession(t, { sessionId: browserSession?.id ?? '' })
+	await page.goto(`${base}/account/security`)
+	await Promise.all([page.waitForURL(`${base}/account/security/totp`), page.click('text=Add an authenticator app')])
+	expect(await page.textContent('h1')).toBe('Confirm it is you')
+	await page.waitForSelector('#passkey-confirm:not([hidden])')
+	// A button's name, exactly: the heading above it says "Or use your passkey".
+	await page.getByRole('button', { name: 'Use your passkey', exact: true }).click()
+	await page.waitForSelector('img.qr')
+	expect(await page.textContent('h1')).toBe('Add an authenticator app')
 	expect(violations).toEqual([])
 	await context.close()
 })
@@ -139,6 +154,26 @@ test('a cancelled passkey is said in the live region, and the button works again
 	// Still on the step, its button ready again.
 	expect(page.url()).toBe(`${base}/account/security/passkey`)
 	expect(await page.isEnabled('text=Create the passkey')).toBe(true)
+	expect(violations).toEqual([])
+	await context.close()
+})
+
+test('linking a provider on /account/identities goes through the provider and back; unlinking takes it off', async () => {
+	const account = await signUp(t, { email: uniqueEmail('account-link') })
+	const context = await browser.newContext({ viewport: { width: 320, height: 640 } })
+	const { page, violations } = await openPage(context)
+	await signInWithPassword(page, account.email, '/account/identities')
+	expect(await page.textContent('main')).toContain('No other account is linked.')
+	provider.signInAs = { sub: `sub-${account.id}`, email: `elsewhere-${account.email}`, email_verified: true }
+	await Promise.all([page.waitForURL(`${base}/account/identities`), page.click('text=Link Test')])
+	expect(await page.textContent('.items')).toContain('Test')
+	const [linked] = await t.database.handle.db.select().from(identities).where(eq(identities.userId, account.id))
+	expect(linked).toMatchObject({ provider: 'test', subject: `sub-${account.id}` })
+	// Still this account's browser, signed in again by the link.
+	expect((await context.cookies(base)).map((c) => c.name)).not.toContain('__Host-latchkey-provider-flow')
+	await Promise.all([page.waitForURL(`${base}/account/identities?done=unlinked`), page.click('button[aria-label="Unlink Test"]')])
+	expect(await page.textContent('#notice')).toContain('The account is unlinked.')
+	expect(await t.database.handle.db.select().from(identities).where(eq(identities.userId, account.id))).toHaveLength(0)
 	expect(violations).toEqual([])
 	await context.close()
 })

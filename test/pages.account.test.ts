@@ -14,7 +14,7 @@ import { ageSession, jwtPayload, PASSWORD, signUp, uniqueEmail, type Account } f
 import { registerClient } from './support/oauth'
 import { PageBrowser, type PageResult } from './support/pages'
 import { SoftAuthenticator } from './support/soft-authenticator'
-import { mailsTo, waitForMails } from './support/ways-in'
+import { addPasskey, mailsTo, waitForMails } from './support/ways-in'
 
 setDefaultTimeout(60_000)
 
@@ -240,6 +240,29 @@ describe('/account/security', () => {
 		expect(browserSession?.aal).toBe('aal2')
 		const removed = await followed(browser, await submit(browser, '/account/security/factor-removal', { factorId }, '/account/security'))
 		expect(noticeOf(removed)).toBe('The authenticator app is removed.')
+	})
+
+	test('“confirm it’s you” takes a passkey: the page carries this session’s challenge, the signed answer confirms', async () => {
+		const { browser, account } = await signedIn()
+		const authenticator = new SoftAuthenticator('http://localhost', 'localhost')
+		await addPasskey(t, account, authenticator)
+		const asked = await submit(browser, '/account/security/recovery-codes', {}, '/account/security')
+		expect(asked.status).toBe(403)
+		const html = decoded(asked)
+		expect(html).toContain('<div id="passkey-confirm" hidden>')
+		expect(html).toContain('<label for="confirm-code">Recovery code</label>')
+		expect(html).toContain('<script src="/pages/account.js" defer></script>')
+		const options = JSON.parse(PageBrowser.decoded(/data-options="([^"]*)"/.exec(asked.html)?.[1] ?? '{}'))
+		const form = { csrf: csrfOf(asked), confirm: 'passkey', reason: 'mfa-required' }
+		const garbled = await browser.post('/account/security/recovery-codes', { ...form, confirmResponse: 'not json' })
+		expect(garbled.status).toBe(422)
+		expect(errorOf(garbled)).toBe('That passkey could not confirm it is you. Try again, or confirm another way.')
+		const codes = await browser.post('/account/security/recovery-codes', { ...form, confirmResponse: JSON.stringify(authenticator.authenticate(options)) })
+		expect(codes.status).toBe(200)
+		expect(decoded(codes)).toContain('<h1>Save your recovery codes</h1>')
+		// The challenge was this session's, and is spent.
+		const again = await browser.post('/account/security/recovery-codes', { ...form, confirmResponse: JSON.stringify(authenticator.authenticate(options)) })
+		expect(again.status).toBe(401)
 	})
 
 	test('a passkey: the page carries the registration options for its script; the answer activates it', async () => {

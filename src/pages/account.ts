@@ -61,7 +61,7 @@ export interface AccountDeps {
 	/** POST /auth/logout (scope `others`) and POST /auth/reauthentication with a password or a mailed code. */
 	auth: Pick<AuthService, 'logout' | 'reauthenticateWithPassword' | 'reauthenticateWithMailedCode'>
 	/** /users/me/factors, /users/me/recovery-codes, and POST /auth/reauthentication with a second factor. */
-	factors: Pick<FactorsService, 'list' | 'hasSecondFactor' | 'enrollTotp' | 'enrollWebauthn' | 'activate' | 'remove' | 'regenerateRecoveryCodes' | 'reauthenticate'>
+	factors: Pick<FactorsService, 'list' | 'hasSecondFactor' | 'enrollTotp' | 'enrollWebauthn' | 'activate' | 'remove' | 'regenerateRecoveryCodes' | 'reauthenticate' | 'reauthenticationChallenge'>
 	/** /users/me/identities: the providers, the linked identities, linking (through the sign-in's return) and unlinking. */
 	identities: Pick<ProviderSignIn, 'list' | 'identitiesOf' | 'startLink' | 'unlink' | 'pagesReturnUrl'>
 	/** GET and DELETE /users/me/consents. */
@@ -106,8 +106,18 @@ function registrationOf(raw: string | undefined) {
 	}
 }
 
+/** A passkey's signature as the page's script posts it (AuthenticationResponseJSON), or undefined. */
+function assertionOf(raw: string | undefined) {
+	try {
+		const parsed: unknown = JSON.parse(raw ?? '')
+		return Value.Check(FactorModel.authenticationResponse, parsed) ? parsed : undefined
+	} catch {
+		return undefined
+	}
+}
+
 /** Form fields a confirmation carries back to the action (never the form token nor the confirmation's own). */
-const CONFIRM_FIELDS = new Set(['csrf', 'confirm', 'confirmPassword', 'confirmCode', 'reason'])
+const CONFIRM_FIELDS = new Set(['csrf', 'confirm', 'confirmPassword', 'confirmCode', 'reason', 'confirmResponse'])
 
 interface SectionState {
 	error?: string
@@ -251,6 +261,10 @@ export function accountPages(deps: AccountDeps, kit: PageKit) {
 		{ error, status = 403, emailSent = false }: { error?: string; status?: number; emailSent?: boolean } = {},
 	) => {
 		const hasFactor = await factors.hasSecondFactor(session.user.id)
+		const active = hasFactor ? (await factors.list(session.user.id)).filter((factor) => factor.status === 'active') : []
+		const hasPasskey = active.some((factor) => factor.type === 'webauthn')
+		// A passkey answers a challenge for this session only (POST /auth/reauthentication/challenges), signed by /pages/account.js.
+		const passkeyOptions = hasPasskey ? JSON.stringify(await factors.reauthenticationChallenge(callerOf(session))) : undefined
 		const password = reason === 'reauthentication-required' && session.user.passwordHash !== null
 		const emailCode = !hasFactor && session.user.passwordHash === null
 		const view: PageView = {
@@ -262,6 +276,8 @@ export function accountPages(deps: AccountDeps, kit: PageKit) {
 			intro: text(request, reason === 'mfa-required' ? 'account.confirm.introSecondFactor' : 'account.confirm.intro'),
 			password,
 			code: hasFactor,
+			codeLabel: text(request, active.some((factor) => factor.type === 'totp') ? 'account.confirm.code' : 'account.confirm.recoveryCode'),
+			passkeyOptions,
 			emailCode,
 			emailSent: emailSent ? text(request, 'account.confirm.emailSent', { email: session.user.email }) : undefined,
 			error,
@@ -291,6 +307,10 @@ export function accountPages(deps: AccountDeps, kit: PageKit) {
 				if (!/^\d{6}$/.test(code)) return confirmPage(request, session, form, reason, { error: problemText(request, 'missing-email-code'), status: 422, emailSent: true })
 				const spend = await mail.checkReauthenticationCode(session.user, code, client)
 				await auth.reauthenticateWithMailedCode(caller, spend, client)
+			} else if (form.confirm === 'passkey') {
+				const response = assertionOf(form.confirmResponse)
+				if (!response) return confirmPage(request, session, form, reason, { error: problemText(request, 'passkey-not-used'), status: 422 })
+				await factors.reauthenticate(caller, { method: 'webauthn', response }, client)
 			} else {
 				const proof = codeProof(form.confirmCode)
 				if (!proof) return confirmPage(request, session, form, reason, { error: problemText(request, 'missing-code'), status: 422 })
@@ -299,7 +319,8 @@ export function accountPages(deps: AccountDeps, kit: PageKit) {
 		} catch (error) {
 			if (!(error instanceof AppError)) throw error
 			const { status, text: said, retryAfter } = shown(request, error, client.requestId)
-			const sentence = error.kind === 'invalid-credentials' ? problemText(request, 'wrong-password') : said
+			const sentence =
+				error.kind === 'invalid-credentials' ? problemText(request, 'wrong-password') : form.confirm === 'passkey' && error.kind === 'invalid-second-factor' ? problemText(request, 'passkey-not-used') : said
 			const page = await confirmPage(request, session, form, reason, { error: sentence, status, emailSent: form.confirm === 'email' })
 			if (retryAfter) page.headers.set('retry-after', retryAfter)
 			return page
