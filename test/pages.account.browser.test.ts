@@ -130,6 +130,8 @@ test('a passkey enrolled on /account/security signs in', async () => {
 	await Promise.all([page.waitForURL(`${base}/account/security/totp`), page.click('text=Add an authenticator app')])
 	expect(await page.textContent('h1')).toBe('Confirm it is you')
 	await page.waitForSelector('#passkey-confirm:not([hidden])')
+	await page.screenshot({ path: join(ARTIFACTS, 'account-confirm-passkey-1280-light.png'), fullPage: true })
+	expect(await seriousViolations(page)).toEqual([])
 	// A button's name, exactly: the heading above it says "Or use your passkey".
 	await page.getByRole('button', { name: 'Use your passkey', exact: true }).click()
 	await page.waitForSelector('img.qr')
