@@ -391,3 +391,38 @@ describe('/account/identities', () => {
 		expect((await userRow(account.id))?.passwordHash).toStartWith('$argon2')
 	})
 })
+
+describe('an enrolment-only session (MFA_REQUIRED=all)', () => {
+	let strict: TestApp
+	beforeAll(async () => {
+		strict = await startTestApp({ MFA_REQUIRED: 'all' })
+	})
+	afterAll(async () => {
+		await strict?.close()
+	})
+
+	test('sees /account/security only, may enrol an authenticator app there, and nothing else', async () => {
+		const account = await signUp(strict, { email: uniqueEmail('page-enrolment') })
+		const browser = new PageBrowser(strict)
+		expect((await browser.signIn(account.email)).location).toBe('/account')
+		for (const path of ['/account', '/account/sessions', '/account/applications']) {
+			const page = await browser.get(path)
+			expect(page.status).toBe(303)
+			expect(page.location).toBe('/account/security')
+		}
+		const security = await browser.get('/account/security')
+		expect(security.status).toBe(200)
+		const refused = await browser.post('/account/sessions/end', { csrf: csrfOf(security), others: '1' })
+		expect(refused.status).toBe(403)
+		expect(errorOf(refused)).toBe('Add a second factor first: this session can only set one up.')
+		const enrol = await browser.post('/account/security/totp', { csrf: csrfOf(security), name: 'Phone' })
+		expect(enrol.status).toBe(200)
+		const secret = /<code class="secret"[^>]*>([A-Z2-7]+)<\/code>/.exec(decoded(enrol))?.[1] ?? ''
+		await awayFromStepBoundary()
+		const on = await browser.post('/account/security/totp/activation', { csrf: csrfOf(enrol), factorId: PageBrowser.field(enrol.html, 'factorId'), code: totpCode(secret) })
+		expect(on.status).toBe(200)
+		expect(decoded(on)).toContain('Two-step verification is on.')
+		// The factor ends the enrolment: every section opens.
+		expect((await browser.get('/account/sessions')).status).toBe(200)
+	})
+})

@@ -46,6 +46,9 @@ export const ACCOUNT_PATHS = {
 	consentWithdrawal: '/account/applications/withdrawal',
 } as const
 
+/** What an enrolment-only session (MFA_REQUIRED, no factor yet) may post: enrolling a factor, as POST /users/me/factors and its activation. */
+const ENROLMENT_PATHS: ReadonlySet<string> = new Set([ACCOUNT_PATHS.totp, ACCOUNT_PATHS.totpActivation, ACCOUNT_PATHS.passkey, ACCOUNT_PATHS.passkeyActivation])
+
 type Section = 'profile' | 'security' | 'identities' | 'sessions' | 'applications'
 const SECTIONS: Record<Section, string> = {
 	profile: ACCOUNT_PATHS.page,
@@ -350,6 +353,9 @@ export function accountPages(deps: AccountDeps, kit: PageKit) {
 		const refused = refusal(request, form)
 		if (refused === 'cross-site') return crossSitePage(request)
 		if (refused) return PAGES[section](request, session, { error: problemText(request, refused), status: 403 })
+		// An enrolment-only session (MFA_REQUIRED) may enrol a factor and nothing else, as the API's guard has it.
+		if (session.enrollmentOnly && !ENROLMENT_PATHS.has(new URL(request.url).pathname))
+			return securityPage(request, session, { error: problemText(request, 'mfa-enrollment-required'), status: 403 })
 		if (form.confirm !== undefined) {
 			const confirmed = await confirm(request, session, form, client)
 			if (confirmed instanceof Response) return confirmed
