@@ -265,6 +265,20 @@ describe('/account/security', () => {
 		expect(again.status).toBe(401)
 	})
 
+	test('an old session of an account with a factor is asked for the factor at once, not the password first', async () => {
+		const { browser, account, sessionId } = await signedIn()
+		const { secret } = await enrollTotp(t, account)
+		await ageSession(t, { sessionId })
+		const asked = await submit(browser, '/account/security/passkey', { name: 'Key' }, '/account/security')
+		expect(asked.status).toBe(403)
+		expect(asked.html).not.toContain('confirmPassword')
+		expect(decoded(asked)).toContain('This change needs your second factor: confirm with it below.')
+		await awayFromStepBoundary()
+		const enrol = await browser.post('/account/security/passkey', { csrf: csrfOf(asked), confirm: 'code', reason: 'reauthentication-required', name: 'Key', confirmCode: totpCode(secret, 1) })
+		expect(enrol.status).toBe(200)
+		expect(decoded(enrol)).toContain('<h1>Add a passkey</h1>')
+	})
+
 	test('a passkey: the page carries the registration options for its script; the answer activates it', async () => {
 		const { browser, account } = await signedIn()
 		const enrol = await submit(browser, '/account/security/passkey', { name: 'Laptop' }, '/account/security')

@@ -268,7 +268,9 @@ export function accountPages(deps: AccountDeps, kit: PageKit) {
 		const hasPasskey = active.some((factor) => factor.type === 'webauthn')
 		// A passkey answers a challenge for this session only (POST /auth/reauthentication/challenges), signed by /pages/account.js.
 		const passkeyOptions = hasPasskey ? JSON.stringify(await factors.reauthenticationChallenge(callerOf(session))) : undefined
-		const password = reason === 'reauthentication-required' && session.user.passwordHash !== null
+		// With a factor, a session that has not used one is asked for it (the service's step-up would ask next anyway).
+		const secondFactorOwed = reason === 'mfa-required' || (hasFactor && session.aal !== 'aal2')
+		const password = !secondFactorOwed && session.user.passwordHash !== null
 		const emailCode = !hasFactor && session.user.passwordHash === null
 		const view: PageView = {
 			action: new URL(request.url).pathname,
@@ -276,7 +278,7 @@ export function accountPages(deps: AccountDeps, kit: PageKit) {
 			carried: Object.entries(form)
 				.filter(([name, value]) => !CONFIRM_FIELDS.has(name) && typeof value === 'string')
 				.map(([name, value]) => ({ name, value })),
-			intro: text(request, reason === 'mfa-required' ? 'account.confirm.introSecondFactor' : 'account.confirm.intro'),
+			intro: text(request, secondFactorOwed ? 'account.confirm.introSecondFactor' : 'account.confirm.intro'),
 			password,
 			code: hasFactor,
 			codeLabel: text(request, active.some((factor) => factor.type === 'totp') ? 'account.confirm.code' : 'account.confirm.recoveryCode'),
