@@ -223,6 +223,8 @@ describe('axe-core finds no serious or critical violation on /account', () => {
 			await check('account-sessions')
 			await page.goto(`${base}/account/applications`)
 			await check('account-applications')
+			await page.goto(`${base}/account/deactivation`)
+			await check('account-deactivation')
 			// An authenticator app's enrolment: its QR code and key.
 			await page.goto(`${base}/account/security`)
 			await Promise.all([page.waitForURL(`${base}/account/security/totp`), page.click('text=Add an authenticator app')])

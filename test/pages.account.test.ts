@@ -10,7 +10,7 @@ import { and, eq, isNull } from 'drizzle-orm'
 import { factors, identities, sessions, users } from '../src/db/schema'
 import { startTestApp, type TestApp } from './support/app'
 import { awayFromStepBoundary, enrollTotp, totpCode } from './support/factors'
-import { ageSession, jwtPayload, PASSWORD, signUp, uniqueEmail, type Account } from './support/fixtures'
+import { ageSession, jwtPayload, PASSWORD, signUp, soleActiveAdmin, uniqueEmail, type Account } from './support/fixtures'
 import { registerClient } from './support/oauth'
 import { PageBrowser, type PageResult } from './support/pages'
 import { SoftAuthenticator } from './support/soft-authenticator'
@@ -167,6 +167,38 @@ describe('/account: profile, email, password', () => {
 		const done = await followed(browser, await browser.post('/account/password', { ...form, confirmPassword: PASSWORD }))
 		expect(noticeOf(done)).toBe('Your password is changed. Every other session was signed out.')
 		expect((await t.call('POST', '/api/auth/login', { json: { email: account.email, password: 'another fine passphrase' } })).status).toBe(200)
+	})
+})
+
+describe('deactivating the account', () => {
+	test('is asked once more, then deactivates as DELETE /users/me does: every session ends, the browser is signed out', async () => {
+		const { browser, account, sessionId } = await signedIn()
+		expect(decoded(await browser.get('/account'))).toContain('<a href="/account/deactivation">Deactivate your account…</a>')
+		const question = await browser.get('/account/deactivation')
+		expect(question.status).toBe(200)
+		expect(decoded(question)).toContain(`${account.email} will be signed out of every browser and app and can no longer sign in.`)
+		const done = await browser.post('/account/deactivation', { csrf: csrfOf(question) })
+		expect(done.status).toBe(200)
+		expect(decoded(done)).toContain('<h1>Your account is deactivated</h1>')
+		expect(done.setCookies.find((cookie) => cookie.name === '__Host-latchkey-session')?.attributes['max-age']).toBe('0')
+		expect(await userRow(account.id)).toMatchObject({ status: 'deactivated' })
+		for (const id of [sessionId, account.sessionId]) expect((await sessionRow(id))?.revokedAt).toBeInstanceOf(Date)
+		expect((await t.call('POST', '/api/auth/login', { json: { email: account.email, password: PASSWORD } })).status).toBe(401)
+		expect((await browser.get('/account')).status).toBe(303)
+	})
+
+	test('the last active admin is refused, as the API refuses it (409)', async () => {
+		const { admin, restore } = await soleActiveAdmin(t)
+		try {
+			const browser = new PageBrowser(t)
+			expect((await browser.signIn(admin.email)).status).toBe(303)
+			const refused = await submit(browser, '/account/deactivation', {}, '/account/deactivation')
+			expect(refused.status).toBe(409)
+			expect(errorOf(refused)).toBe('You are the last active administrator, so your account cannot be deactivated. Make another account an administrator first.')
+			expect(await userRow(admin.id)).toMatchObject({ status: 'active' })
+		} finally {
+			await restore()
+		}
 	})
 })
 

@@ -44,6 +44,7 @@ export const ACCOUNT_PATHS = {
 	sessionEnd: '/account/sessions/end',
 	applications: '/account/applications',
 	consentWithdrawal: '/account/applications/withdrawal',
+	deactivation: '/account/deactivation',
 } as const
 
 /** What an enrolment-only session (MFA_REQUIRED, no factor yet) may post: enrolling a factor, as POST /users/me/factors and its activation. */
@@ -59,8 +60,8 @@ const SECTIONS: Record<Section, string> = {
 }
 
 export interface AccountDeps {
-	/** PUT /users/me, GET and DELETE /users/me/sessions; the password policy. */
-	users: Pick<UsersService, 'replace' | 'passwordProblem' | 'sessions' | 'revokeSession'>
+	/** PUT and DELETE /users/me, GET and DELETE /users/me/sessions; the password policy. */
+	users: Pick<UsersService, 'replace' | 'passwordProblem' | 'sessions' | 'revokeSession' | 'deactivate'>
 	/** POST /auth/logout (scope `others`) and POST /auth/reauthentication with a password or a mailed code. */
 	auth: Pick<AuthService, 'logout' | 'reauthenticateWithPassword' | 'reauthenticateWithMailedCode'>
 	/** /users/me/factors, /users/me/recovery-codes, and POST /auth/reauthentication with a second factor. */
@@ -626,6 +627,33 @@ export function accountPages(deps: AccountDeps, kit: PageKit) {
 						return done('sessions', 'ended')
 					},
 					{ 'not-found': 'session-gone', 'validation-error': 'session-gone' },
+				),
+			)
+			// Deactivation (DELETE /users/me): asked once more on a page of its own, then every session ends.
+			.get(ACCOUNT_PATHS.deactivation, async ({ request }) => {
+				const session = await browserSessions.current(request)
+				if (!session) return signInFirst(ACCOUNT_PATHS.deactivation)
+				if (session.enrollmentOnly) return redirect(SECTIONS.security)
+				return formPage(request, 'account-deactivation', { body: text(request, 'account.deactivation.body', { email: session.user.email }) }, { title: 'account.deactivation.title' })
+			})
+			.post(ACCOUNT_PATHS.deactivation, ({ request, body, client }) =>
+				act(
+					request,
+					body,
+					client,
+					'profile',
+					async (caller) => {
+						await users.deactivate(caller.user.id, caller, client)
+						const page = kit.messagePage(request, {
+							title: 'account.deactivation.title',
+							heading: text(request, 'account.deactivation.doneHeading'),
+							body: text(request, 'account.deactivation.doneBody'),
+						})
+						// Its sessions were revoked with it: the browser's cookie goes too.
+						page.headers.append('set-cookie', await browserSessions.end(request, client))
+						return page
+					},
+					{ 'last-admin': 'last-admin' },
 				),
 			)
 			.post(ACCOUNT_PATHS.consentWithdrawal, ({ request, body, client }) =>

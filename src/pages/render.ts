@@ -11,6 +11,7 @@ import account from './templates/account.mustache' with { type: 'text' }
 import accountApplications from './templates/account-applications.mustache' with { type: 'text' }
 import accountCodes from './templates/account-codes.mustache' with { type: 'text' }
 import accountConfirm from './templates/account-confirm.mustache' with { type: 'text' }
+import accountDeactivation from './templates/account-deactivation.mustache' with { type: 'text' }
 import accountIdentities from './templates/account-identities.mustache' with { type: 'text' }
 import accountNav from './templates/account-nav.mustache' with { type: 'text' }
 import accountPasskey from './templates/account-passkey.mustache' with { type: 'text' }
@@ -59,6 +60,7 @@ const BUILT_IN_TEMPLATES = {
 	'account-sessions': accountSessions,
 	'account-applications': accountApplications,
 	'account-confirm': accountConfirm,
+	'account-deactivation': accountDeactivation,
 	'sign-out': signOut,
 	problem,
 	consent,
