@@ -39,7 +39,7 @@ import { EmailCodeSignIn } from './modules/email/code-sign-in'
 import { EmailService, MAIL_QUEUE, MAIL_REQUEST_QUEUE } from './modules/email/service'
 import { factorsModule, secondFactorSignIn } from './modules/factors'
 import { FactorsService, owedSecondFactors } from './modules/factors/service'
-import { OAuthClients } from './modules/oauth/clients'
+import { OAUTH_CLIENTS_CHANNEL, OAuthClients } from './modules/oauth/clients'
 import { OAuthConsents } from './modules/oauth/consents'
 import { oauthClientsModule } from './modules/oauth/routes'
 import { identitiesModule, oidcModule } from './modules/oidc'
@@ -57,6 +57,7 @@ import { OAuthDirectory } from './modules/oauth/directory'
 import { loadProvider, type BrowserSessions as ProviderBrowserSessions } from './modules/oauth/provider'
 import { isProtocolPath, protocolModule } from './modules/oauth/protocol'
 import { Interactions } from './modules/oauth/interactions'
+import { UserinfoShortcut } from './modules/oauth/userinfo'
 import { BACKCHANNEL_LOGOUT_QUEUE, backchannelLogoutJob, logOutEndedSessionsStep } from './modules/oauth/logout'
 import { BrowserSessions, consentPage, PAGE_PATHS, pageHeaders, PageRenderer, pageProblems, pages, providerPages, type PageSettings } from './pages'
 
@@ -129,7 +130,7 @@ export const pageSettings = (config: Config): PageSettings => ({
 const providerView = (sessions: BrowserSessions): ProviderBrowserSessions => ({
 	async current(request) {
 		const session = await sessions.current(request)
-		return session && { sessionId: session.sessionId, userId: session.user.id, amr: session.amr, aal: session.aal, authenticatedAt: session.authenticatedAt }
+		return session && { sessionId: session.sessionId, userId: session.user.id, amr: session.amr, aal: session.aal, authenticatedAt: session.authenticatedAt, account: session.user }
 	},
 })
 
@@ -174,7 +175,7 @@ export function createApp({ config, database, keys, oauthKey, log, counters, pee
 	})
 	const destinations = { allowHttp: config.webhooks.allowHttp, allowPrivateNetworks: config.webhooks.allowPrivateNetworks, resolve: resolveHost }
 	const webhooks = new WebhookService({ db, audit, dataKeys, destinations })
-	const oauthClients = new OAuthClients({ db, audit, destinations })
+	const oauthClients = new OAuthClients({ db, audit, destinations, listen: (onChange, onListen) => database.listen(OAUTH_CLIENTS_CHANNEL, onChange, onListen) })
 	const oauthConsents = new OAuthConsents({ db, audit })
 	const webhookDelivery = new WebhookDelivery({
 		db,
@@ -353,6 +354,7 @@ export function createApp({ config, database, keys, oauthKey, log, counters, pee
 		.use(problemHandler(log, routeTable, config.rateLimit.windowSeconds, pageProblem))
 		.onStop(() => store.close())
 		.onStop(() => mailer.close())
+		.onStop(() => oauthClients.stopHearing())
 		.use(backgroundJobs(new BackgroundJobs([jobs, webhookJobs], (onNotify) => database.listen(JOBS_CHANNEL, onNotify), log)))
 		.decorate('jobs', jobs)
 		.decorate('webhookJobs', webhookJobs)
@@ -375,7 +377,7 @@ export function createApp({ config, database, keys, oauthKey, log, counters, pee
 		.use(jwks(keys, oauthKey))
 		.use(config.metrics.enabled ? metricsRoute(metrics, config.metrics.token) : new Elysia({ name: 'metrics-disabled' }))
 		.use(api)
-		.use(protocolModule({ provider, issuer, interactions, htmlHeaders: pageHeaders(renderer.csp) }))
+		.use(protocolModule({ provider, issuer, interactions, htmlHeaders: pageHeaders(renderer.csp), userinfo: new UserinfoShortcut({ db, findActiveClient: (clientId) => oauthClients.findActive(clientId) }) }))
 		.use(
 			pages({
 				renderer,

@@ -13,6 +13,7 @@ import { digestOf, newOpaqueToken } from '../src/crypto/opaque-tokens'
 import { sessions } from '../src/db/schema'
 import { createTestDatabase, TEST_DATABASE_URL, type TestDatabase } from './support/database'
 import { REDIRECT_URI, registerClient } from './support/oauth'
+import { freePort } from './support/ports'
 
 // Each file sets its own default: bun applies setDefaultTimeout to the file that calls it.
 setDefaultTimeout(30_000)
@@ -137,9 +138,3 @@ describe('the compiled binary', () => {
 	}
 })
 
-async function freePort(): Promise<number> {
-	const probe = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response() })
-	const port = probe.port as number
-	await probe.stop(true)
-	return port
-}

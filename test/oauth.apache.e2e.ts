@@ -8,7 +8,6 @@
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { eq } from 'drizzle-orm'
-import { createServer, type AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { chromium, type Browser, type Page, type Request } from 'playwright-core'
 import { digestOf, newOpaqueToken } from '../src/crypto/opaque-tokens'
@@ -18,20 +17,12 @@ import { startApache, type RunningApache } from './support/apache'
 import { binaryFolder, jsonPost, startBinary, type BinaryFolder, type RunningBinary } from './support/binary'
 import { createEmptyTestDatabase, TEST_DATABASE_URL } from './support/database'
 import { jwtPayload, uniqueEmail } from './support/fixtures'
+import { freePort } from './support/ports'
 
 setDefaultTimeout(120_000)
 
 const PASSWORD = 'a long enough passphrase'
 const SESSION_COOKIE = '__Host-latchkey-session'
-
-/** A port nothing listens on yet: Latchkey's issuer and Apache's redirect URI name theirs before either starts. */
-async function freePort(): Promise<number> {
-	const probe = createServer()
-	await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve))
-	const { port } = probe.address() as AddressInfo
-	await new Promise<void>((resolve) => probe.close(() => resolve()))
-	return port
-}
 
 /**
  * The binary on a fixed port (the issuer names it), and its database for what the test writes straight into it.
@@ -163,7 +154,7 @@ async function signInAtThePages(page: Page, address: string, password: string): 
 	expect(signIn.searchParams.get('return_to') ?? '').toStartWith('/oauth2/interaction/')
 	await page.getByLabel('Email address').fill(address)
 	await page.getByLabel('Password').fill(password)
-	await page.getByRole('button', { name: 'Sign in' }).click()
+	await page.getByRole('button', { name: 'Sign in', exact: true }).click()
 	await page.waitForURL(`${app}/protected/**`)
 }
 

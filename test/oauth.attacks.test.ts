@@ -137,6 +137,33 @@ describe('guessing a client secret', () => {
 		}
 	})
 
+	test('a client named in the form body (client_secret_post, a public client) is counted by its id too, never a 500', async () => {
+		const limited = await startTestApp({ AUTH_RATE_LIMIT_MAX: '3', TRUST_PROXY: '10.0.0.0/8' })
+		try {
+			const target = await registerClient(limited, { type: 'confidential', firstParty: true, tokenEndpointAuthMethod: 'client_secret_post' })
+			const other = await registerClient(limited, { type: 'public', firstParty: true })
+			// The body is read by the parse hook before the rate limits look for its client_id.
+			const post = (body: Record<string, string>, address: string) =>
+				limited.app.handle(
+					new Request(`${ISSUER}/oauth2/token`, {
+						method: 'POST',
+						headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-forwarded-for': address },
+						body: new URLSearchParams(body).toString(),
+					}),
+				)
+			const statuses = []
+			for (const address of ['192.0.2.11', '192.0.2.12', '192.0.2.13', '192.0.2.14'])
+				statuses.push((await post({ grant_type: 'client_credentials', client_id: target.clientId, client_secret: `wrong-${address}` }, address)).status)
+			expect(statuses).toEqual([401, 401, 401, 429])
+			// The public client's budget is its own; its request reaches the endpoint, which answers the protocol's error.
+			const answer = await post({ grant_type: 'authorization_code', code: 'unknown', code_verifier: 'x'.repeat(43), redirect_uri: REDIRECT_URI, client_id: other.clientId }, '192.0.2.15')
+			expect(answer.status).toBe(400)
+			expect(((await answer.json()) as { error: string }).error).toBe('invalid_grant')
+		} finally {
+			await limited.close()
+		}
+	})
+
 	test('counts against the /auth budget per client address, whatever the client', async () => {
 		const limited = await startTestApp({ AUTH_RATE_LIMIT_MAX: '3', TRUST_PROXY: '10.0.0.0/8' })
 		try {

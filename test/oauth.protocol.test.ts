@@ -1,8 +1,10 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import * as oauth from 'oauth4webapi'
+import { OAUTH_CLIENTS_CHANNEL } from '../src/modules/oauth/clients'
 import { logOutEndedSessionsStep } from '../src/modules/oauth/logout'
+import { UserinfoShortcut } from '../src/modules/oauth/userinfo'
 import { startTestApp, type TestApp } from './support/app'
-import { signUp, type Account } from './support/fixtures'
+import { signUp, signUpAdmin, type Account } from './support/fixtures'
 import { authorizationRequest, Browser, browserCookie, discover, formPost, hiddenFields, ISSUER, logoutReceiver, REDIRECT_URI, registerClient, through, type RegisteredClient } from './support/oauth'
 
 let t: TestApp
@@ -89,6 +91,36 @@ describe('authorization code with PKCE', () => {
 		expect(userinfo).toMatchObject({ sub: account.id, email: account.email, email_verified: false, name: 'Test User' })
 	})
 
+	test('userinfo answers a plain GET (without the library) as the library answers a POST, scope by scope', async () => {
+		const shortcut = new UserinfoShortcut({ db: t.database.handle.db, findActiveClient: (clientId) => t.app.decorator.oauthClients.findActive(clientId) })
+		for (const scope of ['openid', 'openid email', 'openid profile', 'openid email profile', 'openid profile email offline_access']) {
+			const { tokens } = await exchange(app, scope.includes('offline_access') ? { scope, prompt: 'consent' } : { scope })
+			const byGet = await t.call('GET', '/oauth2/userinfo', { token: tokens.access_token })
+			const byPost = await t.call('POST', '/oauth2/userinfo', { body: `access_token=${tokens.access_token}`, headers: { 'content-type': 'application/x-www-form-urlencoded' } })
+			expect(byGet.status).toBe(200)
+			expect(byGet.text).toBe(byPost.text)
+			for (const name of ['content-type', 'cache-control', 'vary']) expect(byGet.headers.get(name)).toBe(byPost.headers.get(name))
+			expect(byGet.body.sub).toBe(account.id)
+			const answered = await shortcut.answer(new Request(`${ISSUER}/oauth2/userinfo`, { headers: { authorization: `Bearer ${tokens.access_token}` } }))
+			expect(await answered?.text()).toBe(byPost.text)
+		}
+	})
+
+	test('userinfo is answered without the library only in the plain case', async () => {
+		const shortcut = new UserinfoShortcut({ db: t.database.handle.db, findActiveClient: (clientId) => t.app.decorator.oauthClients.findActive(clientId) })
+		const get = (token: string, headers: Record<string, string> = {}, query = '') =>
+			shortcut.answer(new Request(`${ISSUER}/oauth2/userinfo${query}`, { headers: { authorization: `Bearer ${token}`, ...headers } }))
+		const { tokens } = await exchange(app)
+		expect(await (await get(tokens.access_token))?.json()).toEqual({ sub: account.id, email: account.email, email_verified: false, name: 'Test User', updated_at: expect.any(Number) })
+		// Left to the library: a browser's cross-origin request, DPoP, a token in the query, an unknown token, a token asking for claims.
+		expect(await get(tokens.access_token, { origin: 'https://app.example.test' })).toBeUndefined()
+		expect(await get(tokens.access_token, { dpop: 'x' })).toBeUndefined()
+		expect(await get(tokens.access_token, {}, '?scope=openid')).toBeUndefined()
+		expect(await get(`${tokens.access_token.slice(0, -1)}x`)).toBeUndefined()
+		const claimed = await exchange(app, { claims: JSON.stringify({ userinfo: { email: null } }) })
+		expect(await get(claimed.tokens.access_token)).toBeUndefined()
+	})
+
 	test('a public client signs in the same way with PKCE and no secret', async () => {
 		const { tokens } = await exchange(spa)
 		expect(oauth.getValidatedIdTokenClaims(tokens)?.aud).toBe(spa.clientId)
@@ -168,6 +200,20 @@ describe('sessions', () => {
 		expect(signedOut.callback.searchParams.get('error')).toBe('login_required')
 	})
 
+	test('a browser already signed in to a client signs in to it again through its provider session, for the same account and session', async () => {
+		const browser = new Browser(t, cookie)
+		for (let round = 0; round < 3; round++) {
+			const { callback, state, verifier, nonce } = await authorize(app, { prompt: 'none' }, browser)
+			expect(browser.cookie).toContain('latchkey-op-session=')
+			const parameters = oauth.validateAuthResponse(as, app.client, callback, state)
+			const response = await oauth.authorizationCodeGrantRequest(as, app.client, app.auth, parameters, REDIRECT_URI, verifier, through(t))
+			const tokens = await oauth.processAuthorizationCodeResponse(as, app.client, response, { expectedNonce: nonce, requireIdToken: true })
+			expect(oauth.getValidatedIdTokenClaims(tokens)).toMatchObject({ sub: account.id, sid: account.sessionId })
+			const userinfo = await oauth.userInfoRequest(as, app.client, tokens.access_token, through(t))
+			expect(await oauth.processUserInfoResponse(as, app.client, account.id, userinfo)).toMatchObject({ sub: account.id, email: account.email })
+		}
+	})
+
 	test('a signed-out browser is sent to the sign-in page with its way back', async () => {
 		const request = await authorizationRequest(as, app.clientId, { login_hint: 'someone@example.test' })
 		const { url, response } = await new Browser(t).visit(request.url.href)
@@ -233,6 +279,70 @@ describe('what ends the tokens', () => {
 		expect((await oauth.userInfoRequest(as, app.client, tokens.access_token, through(t))).status).toBe(200)
 		expect((await t.call('DELETE', `/api/users/me/sessions/${owner.sessionId}`, { token: owner.accessToken })).status).toBe(200)
 		expect((await oauth.userInfoRequest(as, app.client, tokens.access_token, through(t))).status).toBe(401)
+	})
+})
+
+describe('clients changed through the API', () => {
+	/** Once listening: `heard` resolves when every listener on the database has heard the next change of a client (the apps' listen first). */
+	async function nextChange() {
+		let hear: () => void = () => {}
+		const heard = new Promise<void>((resolve) => (hear = resolve))
+		const unlisten = await t.database.handle.listen(OAUTH_CLIENTS_CHANNEL, () => hear())
+		return { heard: heard.then(unlisten) }
+	}
+
+	test('a client changed or disabled through one instance is refused at the next request, by it and by another on the same database', async () => {
+		const admin = await signUpAdmin(t)
+		const created = await t.call('POST', '/api/oauth-clients', {
+			token: admin.accessToken,
+			json: { name: 'Changing app', type: 'confidential', redirectUris: [REDIRECT_URI], firstParty: true, grantTypes: ['authorization_code', 'client_credentials'] },
+		})
+		expect(created.status).toBe(201)
+		const { id, clientId, clientSecret } = created.body.data as { id: string; clientId: string; clientSecret: string }
+		const client: RegisteredClient = { clientId, clientSecret, client: { client_id: clientId }, auth: oauth.ClientSecretBasic(clientSecret) }
+		const other = await startTestApp({}, t.database)
+		try {
+			const instances = [t, other]
+			const signIn = async (instance: TestApp) => {
+				const request = await authorizationRequest(as, clientId)
+				return new Browser(instance, cookie).visit(request.url.href)
+			}
+			// Both instances served it twice, so each has it as it was.
+			for (const instance of instances)
+				for (let i = 0; i < 2; i++) expect((await signIn(instance)).url.searchParams.get('code')).toBeString()
+
+			// Its redirect URI changed: the old one is an error page at the issuer on both, at once.
+			let change = await nextChange()
+			const changed = await t.call('PUT', `/api/oauth-clients/${id}`, {
+				token: admin.accessToken,
+				json: { name: 'Changing app', redirectUris: ['https://app.example.test/elsewhere'], firstParty: true, grantTypes: ['authorization_code', 'client_credentials'] },
+			})
+			expect(changed.status).toBe(200)
+			await change.heard
+			for (const instance of instances) {
+				const { response, url } = await signIn(instance)
+				expect(response.status).toBe(400)
+				expect(url.origin).toBe(ISSUER)
+			}
+			const credentials = await oauth.clientCredentialsGrantRequest(as, client.client, client.auth, new URLSearchParams(), through(other))
+			expect(credentials.status).toBe(200)
+
+			// Disabled: no authorization, no token, on either.
+			change = await nextChange()
+			expect((await t.call('DELETE', `/api/oauth-clients/${id}`, { token: admin.accessToken })).status).toBe(200)
+			await change.heard
+			for (const instance of instances) {
+				const request = await authorizationRequest(as, clientId, { redirect_uri: 'https://app.example.test/elsewhere' })
+				const { response, url } = await new Browser(instance, cookie).visit(request.url.href)
+				expect(response.status).toBe(400)
+				expect(url.origin).toBe(ISSUER)
+				const refused = await oauth.clientCredentialsGrantRequest(as, client.client, client.auth, new URLSearchParams(), through(instance))
+				expect(refused.status).toBe(401)
+				expect(((await refused.json()) as { error: string }).error).toBe('invalid_client')
+			}
+		} finally {
+			await other.close()
+		}
 	})
 })
 

@@ -5,12 +5,11 @@
  * exchanges the code with its verifier. On PGlite, and on PostgreSQL with TEST_DATABASE_URL.
  */
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from 'bun:test'
-import type { AddressInfo } from 'node:net'
-import { createServer } from 'node:net'
 import { chromium, type Browser } from 'playwright-core'
 import { startTestApp, type TestApp } from './support/app'
 import { jwtPayload, uniqueEmail } from './support/fixtures'
 import { FlowBrowser, pkcePair, TestOpenIdProvider } from './support/oidc-provider'
+import { freePort } from './support/ports'
 
 setDefaultTimeout(60_000)
 
@@ -20,15 +19,6 @@ let api: ReturnType<TestApp['app']['listen']>
 let frontend: ReturnType<typeof Bun.serve>
 let browser: Browser
 let apiBase: string
-
-/** A port nothing listens on yet: the provider must know the API's callback before the API starts. */
-async function freePort(): Promise<number> {
-	const probe = createServer()
-	await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve))
-	const { port } = probe.address() as AddressInfo
-	await new Promise<void>((resolve) => probe.close(() => resolve()))
-	return port
-}
 
 /** The frontend: `/` starts a sign-in, `/auth/callback` finishes it; what it saw lands in `window.result`. */
 const page = (apiBase: string, body: string) => `<!doctype html><title>frontend</title><script type="module">

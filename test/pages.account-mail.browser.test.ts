@@ -5,18 +5,15 @@
  * land in test-artifacts/pages/.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
-import { mkdirSync, readFileSync } from 'node:fs'
-import { join } from 'node:path'
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core'
+import type { Browser, Page } from 'playwright-core'
 import { startTestApp, type TestApp } from './support/app'
+import { contextIn, launchChromium, openPage, pageStateChecker, VIEW_STATES } from './support/browser'
 import { login, PASSWORD, signUp, uniqueEmail } from './support/fixtures'
 import { proofOf } from './support/mail'
 import { mailsTo, waitForMails } from './support/ways-in'
 
 setDefaultTimeout(90_000)
 
-const ARTIFACTS = join(import.meta.dir, '..', 'test-artifacts', 'pages')
-const AXE_SOURCE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8')
 const NEW_PASSWORD = 'a brand new passphrase'
 
 let t: TestApp
@@ -28,8 +25,7 @@ beforeAll(async () => {
 	t = await startTestApp()
 	server = t.app.listen({ port: 0, hostname: '127.0.0.1' })
 	base = `http://127.0.0.1:${server.server?.port}`
-	browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking'] })
-	mkdirSync(ARTIFACTS, { recursive: true })
+	browser = await launchChromium()
 })
 afterAll(async () => {
 	await browser?.close()
@@ -38,27 +34,6 @@ afterAll(async () => {
 })
 
 const activeId = (page: Page) => page.evaluate('document.activeElement?.id')
-
-/** A page that records what the policy refused and any script error, and reaches nothing beyond this machine. */
-async function openPage(context: BrowserContext): Promise<{ page: Page; violations: string[] }> {
-	const page = await context.newPage()
-	const violations: string[] = []
-	page.on('console', (message) => {
-		if (/Content Security Policy|Refused to/i.test(message.text())) violations.push(message.text())
-	})
-	page.on('pageerror', (error) => violations.push(error.message))
-	await page.route('**/*', (route) => (new URL(route.request().url()).hostname === '127.0.0.1' ? route.continue() : route.abort('blockedbyclient')))
-	return { page, violations }
-}
-
-/** axe-core's serious and critical violations (its source evaluated through DevTools: the page keeps its own policy). */
-async function seriousViolations(page: Page): Promise<string[]> {
-	await page.evaluate(AXE_SOURCE)
-	const results = (await page.evaluate("axe.run(document, { resultTypes: ['violations'] })")) as {
-		violations: Array<{ id: string; impact: string; nodes: Array<{ target: string[] }> }>
-	}
-	return results.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`)
-}
 
 /** The next mail of a kind to an address (from the log: no SMTP in tests), its link's token and its code. */
 async function nextProof(email: string, kind: string) {
@@ -141,25 +116,13 @@ describe('the whole road in Chromium', () => {
 })
 
 describe('axe-core finds no serious or critical violation', () => {
-	const states: Array<{ width: number; scheme: 'light' | 'dark' }> = [
-		{ width: 320, scheme: 'light' },
-		{ width: 320, scheme: 'dark' },
-		{ width: 1280, scheme: 'light' },
-		{ width: 1280, scheme: 'dark' },
-	]
-	for (const { width, scheme } of states)
+	for (const { width, scheme } of VIEW_STATES)
 		test(`on sign-up, recovery, password reset and email verification, every state, at ${width} px, ${scheme}`, async () => {
 			const taken = await signUp(t)
 			const email = uniqueEmail('axe')
-			const context = await browser.newContext({ viewport: { width, height: width < 400 ? 640 : 800 }, colorScheme: scheme })
+			const context = await contextIn(browser, { width, scheme })
 			const { page, violations } = await openPage(context)
-			const found: Record<string, string[]> = {}
-			const check = async (name: string) => {
-				await page.screenshot({ path: join(ARTIFACTS, `${name}-${width}-${scheme}.png`), fullPage: true })
-				found[name] = await seriousViolations(page)
-				// Nothing reaches past the page's edge at 320 px.
-				expect({ name, fits: await page.evaluate('document.documentElement.scrollWidth <= window.innerWidth') }).toEqual({ name, fits: true })
-			}
+			const { check, found } = pageStateChecker(page, { width, scheme })
 
 			await page.goto(`${base}/sign-up`)
 			await check('sign-up')

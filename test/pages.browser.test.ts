@@ -4,11 +4,11 @@
  * own Content-Security-Policy. Screenshots land in test-artifacts/pages/.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
-import { mkdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core'
+import type { Browser, Page } from 'playwright-core'
 import { PageRenderer } from '../src/pages'
 import { startTestApp, type TestApp } from './support/app'
+import { contextIn, launchChromium, openPage, PAGE_ARTIFACTS, pageStateChecker, seriousViolations, VIEW_STATES, type ViewState } from './support/browser'
 import { awayFromStepBoundary, enrollTotp, totpCode } from './support/factors'
 import { PASSWORD, signUp, type Account } from './support/fixtures'
 import { authorizationRequest, registerClient } from './support/oauth'
@@ -17,8 +17,6 @@ import { authorizationRequest, registerClient } from './support/oauth'
 setDefaultTimeout(60_000)
 
 const LOGO = '<svg xmlns="http://www.w3.org/2000/svg" width="160" height="40" viewBox="0 0 160 40"><rect width="40" height="40" rx="8" fill="#0f766e"/><text x="50" y="27" font-family="sans-serif" font-size="20" fill="#0f766e">Acme</text></svg>'
-const ARTIFACTS = join(import.meta.dir, '..', 'test-artifacts', 'pages')
-const AXE_SOURCE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8')
 
 let t: TestApp
 let server: ReturnType<TestApp['app']['listen']>
@@ -29,11 +27,7 @@ beforeAll(async () => {
 	t = await startTestApp()
 	server = t.app.listen({ port: 0, hostname: '127.0.0.1' })
 	base = `http://127.0.0.1:${server.server?.port}`
-	browser = await chromium.launch({
-		executablePath: '/usr/bin/chromium',
-		args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking'],
-	})
-	mkdirSync(ARTIFACTS, { recursive: true })
+	browser = await launchChromium()
 })
 afterAll(async () => {
 	await browser?.close()
@@ -43,32 +37,6 @@ afterAll(async () => {
 
 const activeId = (page: Page) => page.evaluate('document.activeElement?.id')
 const activeText = (page: Page) => page.evaluate('document.activeElement?.textContent')
-
-/** A page that records what the policy refused and any script error, and reaches nothing beyond this machine. */
-async function openPage(context: BrowserContext): Promise<{ page: Page; violations: string[] }> {
-	const page = await context.newPage()
-	const violations: string[] = []
-	page.on('console', (message) => {
-		if (/Content Security Policy|Refused to/i.test(message.text())) violations.push(message.text())
-	})
-	page.on('pageerror', (error) => violations.push(error.message))
-	await page.route('**/*', (route) => (new URL(route.request().url()).hostname === '127.0.0.1' ? route.continue() : route.abort('blockedbyclient')))
-	return { page, violations }
-}
-
-/**
- * axe-core's serious and critical violations of the page as it is. Its source is evaluated through the
- * DevTools protocol, which the page's CSP does not govern (an injected <script> tag would be refused, as
- * it should be): the page stays under its own policy while it is checked.
- */
-async function seriousViolations(page: Page): Promise<string[]> {
-	await page.evaluate(AXE_SOURCE)
-	expect(await page.evaluate('typeof window.axe')).toBe('object')
-	const results = (await page.evaluate("axe.run(document, { resultTypes: ['violations'] })")) as {
-		violations: Array<{ id: string; impact: string; nodes: Array<{ target: string[] }> }>
-	}
-	return results.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`)
-}
 
 describe('with the keyboard alone', () => {
 	test('sign in (Tab, Enter), land on the account, sign out', async () => {
@@ -143,23 +111,13 @@ describe('with the keyboard alone', () => {
 })
 
 describe('axe-core finds no serious or critical violation', () => {
-	const states: Array<{ width: number; scheme: 'light' | 'dark' }> = [
-		{ width: 320, scheme: 'light' },
-		{ width: 320, scheme: 'dark' },
-		{ width: 1280, scheme: 'light' },
-		{ width: 1280, scheme: 'dark' },
-	]
-	for (const { width, scheme } of states)
+	for (const { width, scheme } of VIEW_STATES)
 		test(`on every page and state at ${width} px, ${scheme}`, async () => {
 			const account: Account = await signUp(t)
 			const { secret } = await enrollTotp(t, account)
-			const context = await browser.newContext({ viewport: { width, height: width < 400 ? 640 : 800 }, colorScheme: scheme })
+			const context = await contextIn(browser, { width, scheme })
 			const { page, violations } = await openPage(context)
-			const found: Record<string, string[]> = {}
-			const check = async (name: string) => {
-				await page.screenshot({ path: join(ARTIFACTS, `${name}-${width}-${scheme}.png`), fullPage: true })
-				found[name] = await seriousViolations(page)
-			}
+			const { check, found } = pageStateChecker(page, { width, scheme })
 
 			await page.goto(`${base}/sign-in`)
 			await check('sign-in')
@@ -212,7 +170,7 @@ test('branded: the logo loads from its origin under the policy, the brand colour
 			await page.waitForSelector('#error-summary')
 			expect(await page.evaluate("document.querySelector('img.logo').naturalWidth > 0")).toBe(true)
 			expect(await page.evaluate("getComputedStyle(document.querySelector('button')).backgroundColor")).toBe('rgb(15, 118, 110)')
-			await page.screenshot({ path: join(ARTIFACTS, `branded-${width}-${scheme}.png`), fullPage: true })
+			await page.screenshot({ path: join(PAGE_ARTIFACTS, `branded-${width}-${scheme}.png`), fullPage: true })
 			expect(await seriousViolations(page)).toEqual([])
 			expect(violations).toEqual([])
 			await context.close()
@@ -238,7 +196,7 @@ test('the policy is enforced: an injected inline script does not run', async () 
 })
 
 describe('the OpenID Provider’s pages: axe-core finds no serious or critical violation', () => {
-	const states: Array<{ width: number; scheme: 'light' | 'dark' }> = [
+	const states: ViewState[] = [
 		{ width: 320, scheme: 'light' },
 		{ width: 1280, scheme: 'dark' },
 	]
@@ -246,14 +204,9 @@ describe('the OpenID Provider’s pages: axe-core finds no serious or critical v
 		test(`consent, device code, the provider's sign-out question and its error page at ${width} px, ${scheme}`, async () => {
 			const account = await signUp(t)
 			const client = await registerClient(t, { type: 'public', firstParty: false, name: 'Acme Notes' })
-			const context = await browser.newContext({ viewport: { width, height: width < 400 ? 640 : 800 }, colorScheme: scheme })
+			const context = await contextIn(browser, { width, scheme })
 			const { page, violations } = await openPage(context)
-			const found: Record<string, string[]> = {}
-			const check = async (name: string) => {
-				await page.screenshot({ path: join(ARTIFACTS, `${name}-${width}-${scheme}.png`), fullPage: true })
-				found[name] = await seriousViolations(page)
-				expect(await page.evaluate('document.documentElement.scrollWidth <= window.innerWidth')).toBe(true)
-			}
+			const { check, found } = pageStateChecker(page, { width, scheme })
 			await page.goto(`${base}/sign-in`)
 			await page.fill('#email', account.email)
 			await page.fill('#password', PASSWORD)

@@ -7,11 +7,10 @@
  * Screenshots land in test-artifacts/pages/.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
-import { mkdirSync, readFileSync } from 'node:fs'
-import { createServer, type AddressInfo } from 'node:net'
-import { join } from 'node:path'
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core'
+import type { Browser, Page } from 'playwright-core'
 import { startTestApp, type TestApp } from './support/app'
+import { contextIn, launchChromium, openPage, pageStateChecker, VIEW_STATES } from './support/browser'
+import { freePort } from './support/ports'
 import { PASSWORD, signUp, uniqueEmail } from './support/fixtures'
 import { TestOpenIdProvider } from './support/oidc-provider'
 import { SoftAuthenticator } from './support/soft-authenticator'
@@ -19,23 +18,12 @@ import { addPasskey, waitForMails } from './support/ways-in'
 
 setDefaultTimeout(90_000)
 
-const ARTIFACTS = join(import.meta.dir, '..', 'test-artifacts', 'pages')
-const AXE_SOURCE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8')
 
 let t: TestApp
 let server: ReturnType<TestApp['app']['listen']>
 let provider: TestOpenIdProvider
 let browser: Browser
 let base: string
-
-/** A port nothing listens on yet: PUBLIC_URL, the passkeys' origin and the provider's redirect URI name it before the app starts. */
-async function freePort(): Promise<number> {
-	const probe = createServer()
-	await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve))
-	const { port } = probe.address() as AddressInfo
-	await new Promise<void>((resolve) => probe.close(() => resolve()))
-	return port
-}
 
 beforeAll(async () => {
 	const port = await freePort()
@@ -50,12 +38,7 @@ beforeAll(async () => {
 		MAIL_RESEND_SECONDS: '0',
 	})
 	server = t.app.listen({ port, hostname: '127.0.0.1' })
-	browser = await chromium.launch({
-		executablePath: '/usr/bin/chromium',
-		// localhost is this machine's IPv4 loopback, where the app listens (not ::1).
-		args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--host-resolver-rules=MAP localhost 127.0.0.1'],
-	})
-	mkdirSync(ARTIFACTS, { recursive: true })
+	browser = await launchChromium()
 })
 afterAll(async () => {
 	await browser?.close()
@@ -63,27 +46,6 @@ afterAll(async () => {
 	await t?.close()
 	await provider?.stop()
 })
-
-/** A page that records what the policy refused and any script error, and reaches nothing beyond this machine. */
-async function openPage(context: BrowserContext): Promise<{ page: Page; violations: string[] }> {
-	const page = await context.newPage()
-	const violations: string[] = []
-	page.on('console', (message) => {
-		if (/Content Security Policy|Refused to/i.test(message.text())) violations.push(message.text())
-	})
-	page.on('pageerror', (error) => violations.push(error.message))
-	await page.route('**/*', (route) => (['localhost', '127.0.0.1'].includes(new URL(route.request().url()).hostname) ? route.continue() : route.abort('blockedbyclient')))
-	return { page, violations }
-}
-
-/** axe-core's serious and critical violations (its source evaluated through DevTools: the page keeps its own policy). */
-async function seriousViolations(page: Page): Promise<string[]> {
-	await page.evaluate(AXE_SOURCE)
-	const results = (await page.evaluate("axe.run(document, { resultTypes: ['violations'] })")) as {
-		violations: Array<{ id: string; impact: string; nodes: Array<{ target: string[] }> }>
-	}
-	return results.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`)
-}
 
 /** A virtual platform authenticator on the page (resident keys, user verification), holding `credentials`. */
 async function virtualAuthenticator(page: Page, authenticator?: SoftAuthenticator) {
@@ -182,25 +144,14 @@ test('a provider’s button goes through the provider and back as the browser’
 })
 
 describe('axe-core finds no serious or critical violation on the other ways in', () => {
-	const states: Array<{ width: number; scheme: 'light' | 'dark' }> = [
-		{ width: 320, scheme: 'light' },
-		{ width: 320, scheme: 'dark' },
-		{ width: 1280, scheme: 'light' },
-		{ width: 1280, scheme: 'dark' },
-	]
-	for (const { width, scheme } of states)
+	for (const { width, scheme } of VIEW_STATES)
 		test(`at ${width} px, ${scheme}`, async () => {
 			const account = await signUp(t)
-			const context = await browser.newContext({ viewport: { width, height: width < 400 ? 640 : 800 }, colorScheme: scheme })
+			const context = await contextIn(browser, { width, scheme })
 			const { page, violations } = await openPage(context)
 			// An authenticator without a passkey for this site: the browser says no, and the page says so.
 			await virtualAuthenticator(page)
-			const found: Record<string, string[]> = {}
-			const check = async (name: string) => {
-				await page.screenshot({ path: join(ARTIFACTS, `${name}-${width}-${scheme}.png`), fullPage: true })
-				found[name] = await seriousViolations(page)
-				expect(await page.evaluate('document.documentElement.scrollWidth <= window.innerWidth')).toBe(true)
-			}
+			const { check, found } = pageStateChecker(page, { width, scheme })
 
 			await page.goto(`${base}/sign-in`)
 			await page.waitForSelector('#passkey:not([hidden])')

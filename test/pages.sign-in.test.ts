@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { and, eq } from 'drizzle-orm'
@@ -523,6 +523,59 @@ describe('PAGES_DIR', () => {
 			const landing = await browser.get('/account')
 			expect(landing.html).toContain(`<h1>Hello Signed in as ${account.email}</h1><p class="custom">Sign out</p>`)
 			expect(landing.html).toContain('<title>Your account – Acme</title>')
+		} finally {
+			await custom.close()
+			await db.drop()
+		}
+	})
+
+	test('replaces the sign-up page and the mail pages’ texts: the template keeps its form, problems and fields; a language of its own', async () => {
+		const dir = mkdtempSync(join(tmpdir(), 'latchkey-pages-'))
+		mkdirSync(join(dir, 'locales'))
+		mkdirSync(join(dir, 'templates'))
+		// As the pages-only guide says: the built-in template copied, then a line added.
+		const terms = '<p class="terms">By creating an account you accept <a href="https://acme.test/terms">our terms</a>.</p>'
+		const builtIn = readFileSync(join(import.meta.dir, '..', 'src', 'pages', 'templates', 'sign-up.mustache'), 'utf8')
+		writeFileSync(join(dir, 'templates', 'sign-up.mustache'), builtIn.replace('{{> error-summary}}\n', `{{> error-summary}}\n${terms}\n`))
+		writeFileSync(
+			join(dir, 'locales', 'en.json'),
+			JSON.stringify({
+				signUp: { heading: 'Join {{appName}}', submit: 'Join' },
+				recovery: { submit: 'Email me a link' },
+				emailVerification: { submit: 'Yes, this is my address' },
+				problem: { 'email-taken': 'That address has an account already.' },
+			}),
+		)
+		writeFileSync(join(dir, 'locales', 'de.json'), JSON.stringify({ signUp: { heading: 'Bei {{appName}} registrieren' }, passwordReset: { heading: 'Neues Passwort' } }))
+		const db = await createTestDatabase()
+		const custom = await startTestApp({}, db, { pageRenderer: new PageRenderer({ appName: 'Acme', dir }) })
+		try {
+			const browser = new PageBrowser(custom)
+			const signUpPage = await browser.get('/sign-up')
+			expect(signUpPage.status).toBe(200)
+			expect(signUpPage.html).toContain('<h1>Join Acme</h1>')
+			expect(PageBrowser.decoded(signUpPage.html)).toContain(terms)
+			expect(signUpPage.html).toContain('<button type="submit">Join</button>')
+			// What the replaced template keeps works as built in: the form's token, a problem in the summary, the field marked.
+			const taken = await signUp(custom)
+			const refused = await browser.post('/sign-up', { csrf: PageBrowser.field(signUpPage.html, 'csrf'), email: taken.email, password: PASSWORD })
+			expect(refused.status).toBe(409)
+			expect(refused.html).toContain('<p>That address has an account already.</p>')
+			expect(refused.html).toMatch(/<input id="email" [^>]*aria-invalid="true"/)
+			expect(PageBrowser.decoded(refused.html)).toContain(terms)
+			const created = await browser.post('/sign-up', { csrf: PageBrowser.field(refused.html, 'csrf'), email: uniqueEmail('pages-dir'), password: PASSWORD })
+			expect(created.status).toBe(200)
+			expect(created.html).toContain('Check your email')
+			expect(created.html).toContain('<button type="submit">Yes, this is my address</button>')
+
+			expect((await browser.get('/recovery')).html).toContain('<button type="submit">Email me a link</button>')
+			expect((await browser.get('/email-verification')).html).toContain('<button type="submit">Yes, this is my address</button>')
+			// German where de.json says it, English (with en.json's changes) where it does not.
+			const german = await browser.get('/sign-up?ui_locales=de')
+			expect(german.html).toContain('<html lang="de" dir="ltr">')
+			expect(german.html).toContain('<h1>Bei Acme registrieren</h1>')
+			expect(german.html).toContain('<button type="submit">Join</button>')
+			expect((await browser.get('/password-reset', { 'accept-language': 'de' })).html).toContain('<h1>Neues Passwort</h1>')
 		} finally {
 			await custom.close()
 			await db.drop()

@@ -28,8 +28,12 @@ export interface DatabaseHandle {
 	/** For the start-up log: which database, never credentials. */
 	description: string
 	ping(): Promise<void>
-	/** Calls `onNotify` at each NOTIFY on `channel` (sent by any instance, on commit); resolves to the unlisten. */
-	listen(channel: string, onNotify: () => void): Promise<() => Promise<void>>
+	/**
+	 * Calls `onNotify` with the payload at each NOTIFY on `channel` (sent by any instance, on commit), and `onListen`
+	 * each time the listening starts, again after a lost connection (what was sent meanwhile never arrives); resolves
+	 * to the unlisten.
+	 */
+	listen(channel: string, onNotify: (payload: string) => void, onListen?: () => void): Promise<() => Promise<void>>
 	close(): Promise<void>
 }
 
@@ -112,8 +116,8 @@ export async function openDatabase(config: Config['database'], pglite: { loadDat
 				await client`select 1`
 			},
 			// postgres.js keeps one connection for it and listens again after a reconnect.
-			listen: async (channel, onNotify) => {
-				const { unlisten } = await client.listen(channel, () => onNotify())
+			listen: async (channel, onNotify, onListen) => {
+				const { unlisten } = await client.listen(channel, (payload) => onNotify(payload), onListen)
 				return unlisten
 			},
 			close: () => client.end({ timeout: 5 }),
@@ -139,7 +143,12 @@ export function pgliteHandle(client: PGlite, description: string): DatabaseHandl
 		ping: async () => {
 			await client.query('select 1')
 		},
-		listen: async (channel, onNotify) => client.listen(channel, () => onNotify()),
+		// One process, one connection: the listening never has to start again.
+		listen: async (channel, onNotify, onListen) => {
+			const unlisten = await client.listen(channel, (payload) => onNotify(payload))
+			onListen?.()
+			return unlisten
+		},
 		close: () => client.close(),
 	}
 }

@@ -4,6 +4,7 @@ import type { Config } from '../config/env'
 import { clientOf } from './client-ip'
 import type { CounterStore } from '../db/counters'
 import { problemBody, type PageProblemRenderer } from './problem-catalogue'
+import { bodyRead } from './body-read'
 
 /** Probes count against no budget. */
 export const PROBES = new Set(['/api/health', '/api/health/', '/api/health/ready'])
@@ -33,7 +34,8 @@ const CLIENT_ID_BODY_LIMIT = 8192
 
 /**
  * The OAuth client a request to the provider's credential endpoints names: in HTTP Basic authentication, else
- * the form body's `client_id` (read from a copy, so the body is still there for the endpoint).
+ * the form body's `client_id` — as the parse hook read the body (this runs after it, when the body itself is
+ * spent), or from a copy when nothing parsed it yet.
  */
 export async function oauthClientOf(request: Request): Promise<string> {
 	const authorization = request.headers.get('authorization') ?? ''
@@ -42,9 +44,11 @@ export async function oauthClientOf(request: Request): Promise<string> {
 		const colon = decoded.indexOf(':')
 		if (colon > 0) return `id:${safeDecode(decoded.slice(0, colon))}`
 	}
-	const length = Number(request.headers.get('content-length') ?? Number.NaN)
+	const read = bodyRead(request)
+	const length = read ? read.byteLength : Number(request.headers.get('content-length') ?? Number.NaN)
 	if (!(length > 0 && length <= CLIENT_ID_BODY_LIMIT)) return 'unnamed'
-	const clientId = new URLSearchParams(await request.clone().text()).get('client_id')
+	if (!read && request.bodyUsed) return 'unnamed'
+	const clientId = new URLSearchParams(read ? new TextDecoder().decode(read) : await request.clone().text()).get('client_id')
 	return clientId ? `id:${clientId}` : 'unnamed'
 }
 

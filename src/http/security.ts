@@ -1,6 +1,7 @@
 import { Elysia } from 'elysia'
 import Negotiator from 'negotiator'
 import { AppError, deferProblem, deferredProblem, ValidationFailed, type FieldError } from './problem'
+import { keepBodyRead } from './body-read'
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 /** Methods whose body is checked (415, 413, 400, 422) whether or not the route reads one. */
@@ -111,6 +112,7 @@ export const requestChecks = (options: SecurityOptions) =>
 			if (refused) throw refused
 			// Also catches chunked bodies, which carry no Content-Length to check up front.
 			const bytes = await request.arrayBuffer()
+			keepBodyRead(request, bytes)
 			if (bytes.byteLength > options.bodyLimitBytes)
 				throw new AppError('payload-too-large', `The request body exceeds ${options.bodyLimitBytes} bytes`)
 			if (options.passThrough?.(new URL(request.url).pathname)) return bytes

@@ -33,6 +33,7 @@ import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import postgres from 'postgres'
 import { TEST_OAUTH_SIGNING_KEY } from '../support/oauth-key'
+import { freePort } from '../support/ports'
 
 const ROOT = join(import.meta.dir, '..', '..')
 
@@ -76,13 +77,6 @@ const log = (message: string) => console.error(`[timing ${new Date().toISOString
 const label = (s: HashSettings) => `m=${s.memoryKib},t=${s.timeCost}`
 
 // ── the service ──────────────────────────────────────────────────────────
-
-async function freePort(): Promise<number> {
-	const probe = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response() })
-	const port = probe.port as number
-	await probe.stop(true)
-	return port
-}
 
 async function startService(databaseUrl: string, settings: HashSettings, workDir: string, logName: string) {
 	const port = await freePort()

@@ -11,6 +11,8 @@
  * checked, and one that is not what the protocol promises is a counted failure, printed with its reason.
  */
 import { createHash, generateKeyPairSync, randomBytes } from 'node:crypto'
+import { statSync } from 'node:fs'
+import { brotliDecompressSync } from 'node:zlib'
 import { SignJWT } from 'jose'
 import postgres from 'postgres'
 import { measuredLoad, type LoadResult } from './workload'
@@ -42,7 +44,13 @@ export interface ProviderBench<M extends LoadResult, R> {
 	/** Settles the service, then watches its memory and CPU while `run` goes. */
 	measure(target: Target, run: () => Promise<LoadResult>): Promise<M>
 	row(id: string, scenario: string, m: M, limit: { name: string; perSecond: number | null }, goal?: string, met?: boolean | null): R
+	/** The scenarios to run (all when left out): a profile of one (provider-profile.ts) is not muddled by the others. */
+	scenarios?: ReadonlySet<ProviderScenario>
+	/** The compiled service, for its size (none when the service runs from source). */
+	binaryPath?: string
 }
+
+export type ProviderScenario = 'sso' | 'code' | 'refresh' | 'userinfo' | 'users-me' | 'sign-in-page' | 'startup'
 
 export interface ProviderFigures {
 	concurrency: number
@@ -51,12 +59,21 @@ export interface ProviderFigures {
 	signMs: number
 	signLimitPerSecond: number
 	sso: Figures
+	/** The same request one at a time: its latency when nothing waits in line. */
+	ssoAlone: Figures
 	code: Figures & { codesMade: number }
 	refresh: Figures & { chains: number }
+	/** Measured before userinfo, and again after it (the machine's pace drifts). */
 	usersMe: Figures
+	usersMeAfter: Figures
 	userinfo: Figures
-	/** userinfo req/s ÷ /users/me req/s. */
+	/** userinfo req/s ÷ the mean of the two /users/me req/s. */
 	userinfoRatio: number
+	/** A first visit to each page: its HTML and the files it links, those fetched at once as a browser does. */
+	pages: PageFigures[]
+	/** Spawn → readiness 200 on PostgreSQL, then → the first discovery document (which loads the library): medians. */
+	startup: { runs: number; readyMs: number; providerLoadedMs: number }
+	binaryBytes: number | null
 	/** Why requests failed, by scenario and reason. */
 	failures: Record<string, Record<string, number>>
 }
@@ -81,13 +98,13 @@ type Outcome = true | string
  * Runs `request` from CONCURRENCY workers until the deadline or until `next` has nothing more to give;
  * times each request, counts failures by reason.
  */
-async function drive<T>(seconds: number, next: () => T | undefined, request: (item: T) => Promise<Outcome>) {
+async function drive<T>(seconds: number, next: () => T | undefined, request: (item: T) => Promise<Outcome>, concurrency = CONCURRENCY) {
 	const latencies: number[] = []
 	const reasons = new Map<string, number>()
 	const started = performance.now()
 	const deadline = started + seconds * 1000
 	await Promise.all(
-		Array.from({ length: CONCURRENCY }, async () => {
+		Array.from({ length: concurrency }, async () => {
 			while (performance.now() < deadline) {
 				const item = next()
 				if (item === undefined) return
@@ -134,12 +151,94 @@ async function signingLimit(cores: number) {
 	return { signMs, limitPerSecond: (cores * 1000) / signMs }
 }
 
+/** Starts of the service measured for the start-up figures. */
+const STARTUP_RUNS = 5
+const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? Number.NaN
+
+/** Spawn → ready (the service's own figure), then → the first discovery document answered (the library loaded on it). */
+async function startupFigures<M extends LoadResult, R>(bench: ProviderBench<M, R>, runs: number) {
+	const ready: number[] = []
+	const loaded: number[] = []
+	for (let run = 0; run < runs; run++) {
+		const service = await bench.startService((publicUrl) => ({ PUBLIC_URL: publicUrl }), 'provider-startup')
+		try {
+			const at = performance.now()
+			const discovery = await fetch(`${service.url}/.well-known/openid-configuration`)
+			await discovery.arrayBuffer()
+			if (discovery.status !== 200) throw new Error(`discovery ${discovery.status} at start-up`)
+			ready.push(service.readyAfterMs)
+			loaded.push(service.readyAfterMs + performance.now() - at)
+		} finally {
+			await service.stop()
+		}
+	}
+	return { runs, readyMs: Math.round(median(ready)), providerLoadedMs: Math.round(median(loaded)) }
+}
+
+/** What a browser's fetch says (and allows compressed), nothing cached. */
+const PAGE_HEADERS = { accept: 'text/html,*/*', 'accept-encoding': 'gzip, deflate, br, zstd', 'accept-language': 'en' }
+
+/** The bytes of an HTTP/1.1 response as the server wrote them: status line, headers, body (compressed or not). */
+const wireBytes = (response: Response, body: ArrayBuffer) =>
+	`HTTP/1.1 ${response.status} ${response.statusText}\r\n`.length +
+	[...response.headers].reduce((sum, [name, value]) => sum + `${name}: ${value}\r\n`.length, 0) +
+	2 +
+	body.byteLength
+
+/** A first visit to a page: its HTML, then every stylesheet and script it links, at once. Bytes as sent (not decompressed). */
+/** A page's first visit, as the figures keep it. */
+type PageFigures = Figures & { path: string; requests: number; bytesOnTheWire: number; compressed: boolean }
+
+/** The pages measured: each person-facing page a browser opens directly (the account's with a browser session). */
+const PAGES: Array<{ path: string; signedIn?: boolean }> = [
+	{ path: '/sign-in' },
+	{ path: '/sign-up' },
+	{ path: '/recovery' },
+	{ path: '/password-reset' },
+	{ path: '/email-verification' },
+	{ path: '/device' },
+	{ path: '/sign-out', signedIn: true },
+	{ path: '/account', signedIn: true },
+]
+
+async function loadPage(url: string, cookie?: string): Promise<{ bytes: number; requests: number; compressed: boolean } | string> {
+	const headers = cookie ? { ...PAGE_HEADERS, cookie } : PAGE_HEADERS
+	const fetchRaw = (target: string) => fetch(target, { headers, decompress: false, redirect: 'manual' } as RequestInit)
+	const html = await fetchRaw(url)
+	const raw = await html.arrayBuffer()
+	if (html.status !== 200) return `page ${html.status}`
+	const encoding = html.headers.get('content-encoding')
+	const text = new TextDecoder().decode(
+		encoding === 'gzip' ? Bun.gunzipSync(new Uint8Array(raw)) : encoding === 'br' ? brotliDecompressSync(raw) : encoding ? new Uint8Array() : raw,
+	)
+	const linked = [...text.matchAll(/<link rel="stylesheet" href="([^"]+)"|<script[^>]* src="([^"]+)"/g)].map((match) => new URL(match[1] ?? match[2] ?? '', url).href)
+	const assets = await Promise.all(
+		linked.map(async (href) => {
+			const response = await fetchRaw(href)
+			const body = await response.arrayBuffer()
+			return { response, body }
+		}),
+	)
+	const failed = assets.find(({ response }) => response.status !== 200)
+	if (failed) return `asset ${failed.response.status}`
+	return {
+		bytes: wireBytes(html, raw) + assets.reduce((sum, { response, body }) => sum + wireBytes(response, body), 0),
+		requests: 1 + assets.length,
+		compressed: encoding !== null || assets.some(({ response }) => response.headers.has('content-encoding')),
+	}
+}
+
 /** A browser: its Latchkey cookie and whatever cookies the provider adds (its own session). */
 class Browser {
 	private readonly jar = new Map<string, string>()
 
 	constructor(cookie: string) {
 		this.keep(cookie)
+	}
+
+	/** The Cookie header it sends. */
+	cookieHeader(): string {
+		return [...this.jar].map(([name, value]) => `${name}=${value}`).join('; ')
 	}
 
 	private keep(pair: string) {
@@ -151,7 +250,7 @@ class Browser {
 	}
 
 	async get(url: string): Promise<Response> {
-		const response = await fetch(url, { headers: { cookie: [...this.jar].map(([name, value]) => `${name}=${value}`).join('; ') }, redirect: 'manual' })
+		const response = await fetch(url, { headers: { cookie: this.cookieHeader() }, redirect: 'manual' })
 		for (const line of response.headers.getSetCookie()) this.keep(line.split(';')[0] ?? '')
 		return response
 	}
@@ -165,9 +264,17 @@ async function reasonOf(what: string, response: Response): Promise<string> {
 }
 
 export async function providerSection<M extends LoadResult, R>(bench: ProviderBench<M, R>): Promise<{ rows: R[]; figures: ProviderFigures }> {
-	bench.log('12a. the RS256 signing limit (this process, before the service starts)')
+	bench.log("12a'. the RS256 signing limit (this process, before the service starts)")
 	const signing = await signingLimit(bench.cores)
 	bench.log(`one RS256 JWT ${signing.signMs.toFixed(2)} ms → ${signing.limitPerSecond.toFixed(0)}/s on ${bench.cores} cores`)
+
+	// A scenario left out still runs, for a blink: what follows it needs its figures, not its load.
+	const wanted = (scenario: ProviderScenario) => !bench.scenarios || bench.scenarios.has(scenario)
+	const secondsOf = (scenario: ProviderScenario) => (wanted(scenario) ? bench.seconds : 0.2)
+
+	bench.log('12a. start-up: spawn → ready, then → the library loaded (the first discovery request)')
+	const startup = await startupFigures(bench, wanted('startup') ? STARTUP_RUNS : 1)
+	bench.log(`ready after ${startup.readyMs} ms, the provider loaded ${startup.providerLoadedMs} ms after spawn (medians of ${startup.runs})`)
 
 	const service = await bench.startService((publicUrl) => ({ PUBLIC_URL: publicUrl }), 'provider')
 	const sql = postgres(bench.databaseUrl, { max: 2, onnotice: () => {} })
@@ -275,7 +382,7 @@ export async function providerSection<M extends LoadResult, R>(bench: ProviderBe
 		bench.log(`12c. provider-sso: prompt=none with a browser session, ${CONCURRENCY} at once for ${bench.seconds} s`)
 		let ssoRun: Awaited<ReturnType<typeof drive>> | undefined
 		const ssoMeasured = await bench.measure(service, async () => {
-			ssoRun = await drive(bench.seconds, nextBrowser, async (browser) => {
+			ssoRun = await drive(secondsOf('sso'), nextBrowser, async (browser) => {
 				await sso(browser)
 				return true
 			})
@@ -285,16 +392,65 @@ export async function providerSection<M extends LoadResult, R>(bench: ProviderBe
 		failures['provider-sso'] = ssoRun.reasons
 		const ssoFigures = ssoRun.figures
 		rows.push(bench.row('provider-sso', `GET /oauth2/authorization prompt=none → 303 code (${CONCURRENCY} at once)`, ssoMeasured, { name: '(goal on p99)', perSecond: null }, 'p99 < 20 ms', ssoFigures.p99Ms < 20))
+		bench.log(`12c'. provider-sso one at a time for ${secondsOf('sso')} s`)
+		let ssoAloneRun: Awaited<ReturnType<typeof drive>> | undefined
+		const ssoAloneMeasured = await bench.measure(service, async () => {
+			ssoAloneRun = await drive(
+				secondsOf('sso'),
+				nextBrowser,
+				async (browser) => {
+					await sso(browser)
+					return true
+				},
+				1,
+			)
+			return ssoAloneRun.load
+		})
+		if (!ssoAloneRun) throw new Error('provider-sso alone was not measured')
+		failures['provider-sso-alone'] = ssoAloneRun.reasons
+		rows.push(bench.row('provider-sso-alone', 'GET /oauth2/authorization prompt=none → 303 code (one at a time)', ssoAloneMeasured, { name: '(goal on p99)', perSecond: null }, 'p99 < 20 ms', ssoAloneRun.figures.p99Ms < 20))
+
+		// ── the pages, as a browser's first visit loads each (issue 24: /sign-in; issue 25: every page) ──
+		const pageFigures: PageFigures[] = []
+		for (const { path, signedIn } of PAGES) {
+			bench.log(`12c''. page ${path}: its HTML and linked files, ${CONCURRENCY} at once for ${secondsOf('sign-in-page')} s${signedIn ? ', signed in' : ''}`)
+			const page = { bytes: 0, requests: 0, compressed: false }
+			const cookie = signedIn ? browsers[0]!.cookieHeader() : undefined
+			let pageRun: Awaited<ReturnType<typeof drive>> | undefined
+			const pageMeasured = await bench.measure(service, async () => {
+				pageRun = await drive(secondsOf('sign-in-page'), () => true, async () => {
+					const loaded = await loadPage(`${url}${path}`, cookie)
+					if (typeof loaded === 'string') return loaded
+					Object.assign(page, loaded)
+					return true
+				})
+				return pageRun.load
+			})
+			if (!pageRun) throw new Error(`the page ${path} was not measured`)
+			const name = path === '/sign-in' ? 'provider-sign-in-page' : `page-${path.slice(1).replaceAll('/', '-')}`
+			failures[name] = pageRun.reasons
+			pageFigures.push({ ...pageRun.figures, path, requests: page.requests, bytesOnTheWire: page.bytes, compressed: page.compressed })
+			rows.push(
+				bench.row(
+					name,
+					`GET ${path} + its ${page.requests - 1} linked files, first visit (${CONCURRENCY} at once; ${(page.bytes / 1024).toFixed(1)} KiB on the wire${page.compressed ? ', compressed' : ''})`,
+					pageMeasured,
+					{ name: '(goal on p99 and size)', perSecond: null },
+					'p99 < 50 ms, < 100 KB',
+					pageRun.figures.p99Ms < 50 && page.bytes < 100_000,
+				),
+			)
+		}
 
 		// ── 2. the code exchange: a batch made just before, exchanged as fast as possible ──
 		const signLimit = { name: `RS256 JWT: ${bench.cores} cores ÷ ${signing.signMs.toFixed(2)} ms`, perSecond: signing.limitPerSecond }
 		// Enough for the whole run at the SSO rate (an exchange is no faster: it signs), within the codes' lifetime.
-		const batch = Math.max(CONCURRENCY * 4, Math.min(Math.ceil(ssoFigures.perSecond * bench.seconds * 1.1), Math.floor(ssoFigures.perSecond * (CODE_BUDGET_SECONDS - bench.seconds))))
+		const batch = secondsOf('code') < bench.seconds ? CONCURRENCY * 4 : Math.max(CONCURRENCY * 4, Math.min(Math.ceil(ssoFigures.perSecond * bench.seconds * 1.1), Math.floor(ssoFigures.perSecond * (CODE_BUDGET_SECONDS - bench.seconds))))
 		bench.log(`12d. provider-code: ${batch} codes made, then exchanged, ${CONCURRENCY} at once for up to ${bench.seconds} s`)
 		const codes = await makeCodes(batch)
 		let codeRun: Awaited<ReturnType<typeof drive>> | undefined
 		const codeMeasured = await bench.measure(service, async () => {
-			codeRun = await drive(bench.seconds, () => codes.pop(), async (code) => {
+			codeRun = await drive(secondsOf('code'), () => codes.pop(), async (code) => {
 				const tokens = await exchange(code)
 				if (accessTokens.length < BROWSERS * 4) accessTokens.push(tokens.access_token)
 				return true
@@ -330,7 +486,7 @@ export async function providerSection<M extends LoadResult, R>(bench: ProviderBe
 		}
 		let refreshRun: Awaited<ReturnType<typeof drive>> | undefined
 		const refreshMeasured = await bench.measure(service, async () => {
-			refreshRun = await drive(bench.seconds, () => chains.shift(), async (refreshToken) => {
+			refreshRun = await drive(secondsOf('refresh'), () => chains.shift(), async (refreshToken) => {
 				// A chain whose request fails is dropped (its token may or may not have rotated); the others go on.
 				const tokens = await token({ grant_type: 'refresh_token', refresh_token: refreshToken }, true)
 				chains.push(tokens.refresh_token as string)
@@ -372,25 +528,34 @@ export async function providerSection<M extends LoadResult, R>(bench: ProviderBe
 		const readMe = (seconds: number) => read(seconds, '/api/users/me', apiTokens, (body) => typeof (body.data as { id?: unknown } | undefined)?.id === 'string')
 		const readUserinfo = (seconds: number) => read(seconds, '/oauth2/userinfo', accessTokens, (body) => typeof body.sub === 'string' && typeof body.email === 'string')
 		// Both paths warm before either is measured.
-		await readMe(Math.min(2, bench.seconds))
-		await readUserinfo(Math.min(2, bench.seconds))
+		await readMe(Math.min(2, secondsOf('users-me')))
+		await readUserinfo(Math.min(2, secondsOf('userinfo')))
 		let meRun: Awaited<ReturnType<typeof drive>> | undefined
 		const meMeasured = await bench.measure(service, async () => {
-			meRun = await readMe(bench.seconds)
+			meRun = await readMe(secondsOf('users-me'))
 			return meRun.load
 		})
 		let userinfoRun: Awaited<ReturnType<typeof drive>> | undefined
 		const userinfoMeasured = await bench.measure(service, async () => {
-			userinfoRun = await readUserinfo(bench.seconds)
+			userinfoRun = await readUserinfo(secondsOf('userinfo'))
 			return userinfoRun.load
 		})
-		if (!meRun || !userinfoRun) throw new Error('the reads were not measured')
+		// /users/me again: the reference is the mean of before and after, so a drift of the machine's pace is shared.
+		let meAfterRun: Awaited<ReturnType<typeof drive>> | undefined
+		const meAfterMeasured = await bench.measure(service, async () => {
+			meAfterRun = await readMe(secondsOf('users-me'))
+			return meAfterRun.load
+		})
+		if (!meRun || !userinfoRun || !meAfterRun) throw new Error('the reads were not measured')
 		failures['provider-users-me'] = meRun.reasons
 		failures['provider-userinfo'] = userinfoRun.reasons
-		const ratio = meRun.figures.perSecond > 0 ? userinfoRun.figures.perSecond / meRun.figures.perSecond : 0
+		failures['provider-users-me-after'] = meAfterRun.reasons
+		const reference = (meRun.figures.perSecond + meAfterRun.figures.perSecond) / 2
+		const ratio = reference > 0 ? userinfoRun.figures.perSecond / reference : 0
 		rows.push(
-			bench.row('provider-users-me', `GET /api/users/me (reference, ${CONCURRENCY} at once)`, meMeasured, { name: '(reference for the row below)', perSecond: null }),
-			bench.row('provider-userinfo', `GET /oauth2/userinfo (${CONCURRENCY} at once)`, userinfoMeasured, { name: 'GET /api/users/me', perSecond: meRun.figures.perSecond }, '≥ 90% of /users/me', ratio >= 0.9),
+			bench.row('provider-users-me', `GET /api/users/me (reference, ${CONCURRENCY} at once)`, meMeasured, { name: '(reference for userinfo)', perSecond: null }),
+			bench.row('provider-userinfo', `GET /oauth2/userinfo (${CONCURRENCY} at once)`, userinfoMeasured, { name: 'GET /api/users/me, mean of both', perSecond: reference }, '≥ 90% of /users/me', ratio >= 0.9),
+			bench.row('provider-users-me-after', `GET /api/users/me again, after userinfo (${CONCURRENCY} at once)`, meAfterMeasured, { name: '(reference for userinfo)', perSecond: null }),
 		)
 
 		for (const [scenario, reasons] of Object.entries(failures))
@@ -403,11 +568,16 @@ export async function providerSection<M extends LoadResult, R>(bench: ProviderBe
 				signMs: signing.signMs,
 				signLimitPerSecond: signing.limitPerSecond,
 				sso: ssoFigures,
+				ssoAlone: ssoAloneRun.figures,
 				code: { ...codeRun.figures, codesMade: batch },
 				refresh: { ...refreshRun.figures, chains: REFRESH_CHAINS },
 				usersMe: meRun.figures,
+				usersMeAfter: meAfterRun.figures,
 				userinfo: userinfoRun.figures,
 				userinfoRatio: ratio,
+				pages: pageFigures,
+				startup,
+				binaryBytes: bench.binaryPath ? statSync(bench.binaryPath).size : null,
 				failures,
 			},
 		}
@@ -422,7 +592,10 @@ export function describeProvider(figures: ProviderFigures): string[] {
 	const share = (x: Figures) => `${((x.perSecond / figures.signLimitPerSecond) * 100).toFixed(0)}%`
 	return [
 		`provider: ${figures.concurrency} requests at once, ${figures.browsers} signed-in browsers; RS256 limit ${figures.signLimitPerSecond.toFixed(0)} JWT/s (one ${figures.signMs.toFixed(2)} ms × cores)`,
-		`provider: SSO (prompt=none) ${f(figures.sso)} · code exchange ${f(figures.code)} (${share(figures.code)} of the limit, ${figures.code.codesMade} codes made) · refresh ${f(figures.refresh)} (${share(figures.refresh)}, ${figures.refresh.chains} chains)`,
-		`provider: userinfo ${f(figures.userinfo)} against /users/me ${f(figures.usersMe)}: ${(figures.userinfoRatio * 100).toFixed(0)}%`,
+		`provider: SSO (prompt=none) ${f(figures.sso)}; one at a time ${f(figures.ssoAlone)} · code exchange ${f(figures.code)} (${share(figures.code)} of the limit, ${figures.code.codesMade} codes made) · refresh ${f(figures.refresh)} (${share(figures.refresh)}, ${figures.refresh.chains} chains)`,
+		`provider: userinfo ${f(figures.userinfo)} against /users/me ${f(figures.usersMe)} before and ${f(figures.usersMeAfter)} after: ${(figures.userinfoRatio * 100).toFixed(0)}%`,
+		...figures.pages.map((page) => `pages: ${page.path} (HTML + ${page.requests - 1} linked files) ${f(page)}, ${page.bytesOnTheWire} bytes on the wire${page.compressed ? ' (compressed)' : ' (uncompressed: the server does not compress)'}`),
+		`provider: start-up on PostgreSQL (median of ${figures.startup.runs}): ready ${figures.startup.readyMs} ms after spawn, the provider loaded ${figures.startup.providerLoadedMs} ms after spawn` +
+			(figures.binaryBytes === null ? '' : ` · binary ${(figures.binaryBytes / 1e6).toFixed(1)} MB (${figures.binaryBytes} bytes)`),
 	]
 }

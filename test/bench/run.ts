@@ -8,6 +8,9 @@
  *                 [--memory-requests 100000] [--memory-round 50000] [--logout-pool 300] [--skip-build]
  *                 [--server postgres://postgres@127.0.0.1:5432/postgres] [--database latchkey_bench]
  *                 [--mail-count 2000] [--only login-read|mail|mfa|oidc|webhooks|provider|memory] [--memory-speed 0]
+ *                 [--binary dist/latchkey]
+ *
+ * `--binary` runs another build (say, of the code before a change, with --skip-build) against the same scenarios.
  *
  * `--only login-read` runs the first two scenarios alone (login against the hashing limit, the
  * authenticated read against the bare handlers): the two figures a change must keep, in two minutes
@@ -18,14 +21,14 @@
  * `--only mail` runs the mail section alone (test/bench/mail.ts), `--only mfa` the second-factor one
  * (test/bench/mfa.ts), `--only oidc` the identity-provider one (test/bench/oidc.ts), `--only webhooks` the
  * webhook one (test/bench/webhooks.ts), `--only provider` the OpenID Provider one (test/bench/provider.ts:
- * single sign-on, code exchange, refresh, userinfo), with no start-up,
+ * single sign-on, code exchange, refresh, userinfo, the sign-in page, its own start-up), with no other start-up,
  * hashing or other scenario.
  *
  * Speed goals live here and only here; `bun test` never times anything.
  */
 import { mkdirSync, openSync } from 'node:fs'
 import os from 'node:os'
-import { join } from 'node:path'
+import { join, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import postgres from 'postgres'
 import { TEST_OAUTH_SIGNING_KEY } from '../support/oauth-key'
@@ -39,10 +42,10 @@ import { describeWebhooks, webhookSection, type WebhookFigures } from './webhook
 import { measureStartups, type StartupFigures } from './startup'
 import { describeMemory, measureMemory, type MemoryFigures } from './memory'
 import { runLoadGenerator, type BenchSession, type LoadResult, type LoadSpec, type Workload } from './workload'
+import { freePort } from '../support/ports'
 
 const ROOT = join(import.meta.dir, '..', '..')
 const ARTIFACTS = join(ROOT, 'test-artifacts')
-const BINARY = join(ROOT, 'dist', 'latchkey')
 const JWT_SECRET = 'latchkey-bench-signing-secret-of-more-than-32-bytes'
 /** Fixed, like the JWT secret, so that what one start sealed (TOTP secrets) opens after the next. */
 const DATA_ENCRYPTION_KEY = Buffer.alloc(32, 'latchkey-bench').toString('base64')
@@ -69,8 +72,10 @@ const { values: args } = parseArgs({
 		'mail-count': { type: 'string', default: '2000' },
 		only: { type: 'string' },
 		'memory-speed': { type: 'string', default: '0' },
+		binary: { type: 'string', default: join(ROOT, 'dist', 'latchkey') },
 	},
 })
+const BINARY = resolve(args.binary)
 
 const whole = (name: keyof typeof args, min: number) => {
 	const value = Number(args[name])
@@ -110,13 +115,6 @@ interface Running {
 	/** From spawn to the first 200 from the readiness probe. */
 	readyAfterMs: number
 	stop(): Promise<void>
-}
-
-async function freePort(): Promise<number> {
-	const probe = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response() })
-	const port = probe.port as number
-	await probe.stop(true)
-	return port
 }
 
 /** Polls until `url` answers 2xx (or, with `anyAnswer`, answers at all). */
@@ -661,6 +659,7 @@ async function runProvider(databaseUrl: string, rows: Row[], extra: Record<strin
 		log,
 		measure,
 		row,
+		binaryPath: BINARY,
 		// The service's own URL is its issuer (PUBLIC_URL), so the port is chosen first.
 		startService: async (env, name) => {
 			const port = await freePort()

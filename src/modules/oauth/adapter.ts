@@ -1,7 +1,8 @@
-import { and, eq, gt, isNull, lt, or, sql } from 'drizzle-orm'
+import { and, eq, gt, isNull, lt, or, sql, type SQL } from 'drizzle-orm'
+import { alias, type AnyPgColumn } from 'drizzle-orm/pg-core'
 import type { Adapter, AdapterPayload } from 'oidc-provider'
 import type { Database } from '../../db/client'
-import { oauthArtifacts } from '../../db/schema'
+import { oauthArtifacts, users } from '../../db/schema'
 
 /*
  * The OpenID Provider library's storage (its "adapter"), on Latchkey's database — PostgreSQL or the embedded
@@ -29,41 +30,179 @@ const FALLBACK_SECONDS = 3600
  */
 export type SessionEnded = (payload: AdapterPayload) => Promise<void>
 
-export function databaseAdapter(db: Database, clients: ClientMetadataSource, sessionEnded: SessionEnded) {
+/** An account as the provider's claims need it, read with a token (ReadAhead). */
+export interface AccountRecord {
+	id: string
+	email: string
+	name: string
+	emailVerifiedAt: Date | null
+	updatedAt: Date
+}
+
+/**
+ * What a request's first read brought along for the library's next reads in the same request: a token comes
+ * with its provider session, its grant and its account in one query, a provider session with its grants, where
+ * the library would ask for each in turn. Each is taken once, and forgotten when the request writes it; a
+ * request is the library's (its async context, `Provider.ctx`), so nothing outlives it.
+ */
+export class ReadAhead {
+	private readonly requests = new WeakMap<object, Map<string, unknown>>()
+
+	constructor(private readonly currentRequest: () => object | undefined) {}
+
+	keep(key: string, value: unknown) {
+		const request = this.currentRequest()
+		if (!request) return
+		let kept = this.requests.get(request)
+		if (!kept) this.requests.set(request, (kept = new Map()))
+		kept.set(key, value)
+	}
+
+	/** What was read ahead under `key` (null: known not to exist), or undefined when nothing was. */
+	take<T>(key: string): T | null | undefined {
+		const request = this.currentRequest()
+		const kept = request && this.requests.get(request)
+		if (!kept?.has(key)) return undefined
+		const value = kept.get(key)
+		kept.delete(key)
+		return value as T | null
+	}
+
+	/** Sees, without taking (a session's stored payload, to tell whether saving it again changes anything). */
+	peek<T>(key: string): T | undefined {
+		const request = this.currentRequest()
+		return (request && (this.requests.get(request)?.get(key) as T | undefined)) ?? undefined
+	}
+
+	forget(key: string) {
+		const request = this.currentRequest()
+		if (request) this.requests.get(request)?.delete(key)
+	}
+}
+
+/** The kinds of token that name a provider session, a grant and an account, read together with them. */
+const TOKENS = new Set(['AccessToken', 'AuthorizationCode', 'RefreshToken'])
+
+const sessionByUid = (uid: string) => `Session uid ${uid}`
+const byKind = (model: string, id: string) => `${model} ${id}`
+export const accountKey = (accountId: string) => `Account ${accountId}`
+/** A provider session as this request read it, to tell whether saving it again changes anything. */
+const storedSession = (id: string) => `Session stored ${id}`
+
+/**
+ * A provider session saved again with nothing changed but its expiry, within this long of the expiry it has, is
+ * not written: the library saves its session at the end of every authorization request, to slide its expiry.
+ * Its cookie may then outlive it by as much; a browser whose provider session is gone gets a new one from its
+ * Latchkey session at the next request, as after any expiry (provider.ts).
+ */
+const SESSION_SLIDE_SECONDS = 3600
+
+export function databaseAdapter(db: Database, clients: ClientMetadataSource, sessionEnded: SessionEnded, ahead: ReadAhead) {
 	// Prepared once (the SQL is not rebuilt per request; PostgreSQL plans it once per connection): a record of a
 	// kind by id, by user code or by uid, still unexpired, with whether a provider session's Latchkey session is live.
 	const lookup = (column: typeof oauthArtifacts.id | typeof oauthArtifacts.userCode | typeof oauthArtifacts.uid, name: string) =>
 		db
-			.select({ payload: oauthArtifacts.payload, consumedAt: oauthArtifacts.consumedAt, standsForLiveSession: liveLatchkeySession })
+			.select({ payload: oauthArtifacts.payload, consumedAt: oauthArtifacts.consumedAt, standsForLiveSession: liveLatchkeySession('oauth_artifacts') })
 			.from(oauthArtifacts)
-			.where(
-				and(
-					eq(oauthArtifacts.model, sql.placeholder('model')),
-					eq(column, sql.placeholder('key')),
-					or(isNull(oauthArtifacts.expiresAt), gt(oauthArtifacts.expiresAt, sql`now()`)),
-				),
-			)
+			.where(and(eq(oauthArtifacts.model, sql.placeholder('model')), eq(column, sql.placeholder('key')), unexpired(oauthArtifacts)))
 			.limit(1)
 			.prepare(name)
 	const byId = lookup(oauthArtifacts.id, 'latchkey_oauth_by_id')
 	const byUserCode = lookup(oauthArtifacts.userCode, 'latchkey_oauth_by_user_code')
 	const byUid = lookup(oauthArtifacts.uid, 'latchkey_oauth_by_uid')
 
+	const tokenWithItsOwn = prepareTokenWithItsOwn(db, 'latchkey_oauth_token_with_its_own')
+
+	// A provider session with the grants it names (one per client it signed in to), for the authorization that follows.
+	const sessionAuthorizations = sql`${outer('oauth_artifacts', 'payload')}->'authorizations'`
+	const sessionWithGrants = db
+		.select({
+			payload: oauthArtifacts.payload,
+			consumedAt: oauthArtifacts.consumedAt,
+			standsForLiveSession: liveLatchkeySession('oauth_artifacts'),
+			grants: sql<Array<{ id: string; payload: Record<string, unknown>; consumed: number | null }>>`(
+				select coalesce(json_agg(json_build_object('id', g.id, 'payload', g.payload, 'consumed', floor(extract(epoch from g.consumed_at)))), '[]'::json)
+				from oauth_artifacts g
+				where g.model = 'Grant' and (g.expires_at is null or g.expires_at > now()) and g.id in (
+					select authorization_.value->>'grantId'
+					from jsonb_each(case when jsonb_typeof(${sessionAuthorizations}) = 'object' then ${sessionAuthorizations} else '{}'::jsonb end) as authorization_
+				)
+			)`,
+		})
+		.from(oauthArtifacts)
+		.where(and(eq(oauthArtifacts.model, 'Session'), eq(oauthArtifacts.id, sql.placeholder('key')), unexpired(oauthArtifacts)))
+		.limit(1)
+		.prepare('latchkey_oauth_session_with_grants')
+
+	// The writes, prepared as the reads are: the library writes a record or two at every request it serves.
+	const upsertArtifact = db
+		.insert(oauthArtifacts)
+		.values({
+			model: sql.placeholder('model'),
+			id: sql.placeholder('id'),
+			grantId: sql.placeholder('grantId'),
+			userCode: sql.placeholder('userCode'),
+			uid: sql.placeholder('uid'),
+			payload: sql.placeholder('payload'),
+			expiresAt: sql`now() + make_interval(secs => ${sql.placeholder('seconds')})`,
+		})
+		.onConflictDoUpdate({
+			target: [oauthArtifacts.model, oauthArtifacts.id],
+			set: { grantId: sql`excluded.grant_id`, userCode: sql`excluded.user_code`, uid: sql`excluded.uid`, payload: sql`excluded.payload`, expiresAt: sql`excluded.expires_at` },
+		})
+		.prepare('latchkey_oauth_upsert')
+	const thisOne = and(eq(oauthArtifacts.model, sql.placeholder('model')), eq(oauthArtifacts.id, sql.placeholder('id')))
+	const consumeArtifact = db.update(oauthArtifacts).set({ consumedAt: sql`now()` }).where(thisOne).prepare('latchkey_oauth_consume')
+	const destroyArtifact = db.delete(oauthArtifacts).where(thisOne).returning({ payload: oauthArtifacts.payload }).prepare('latchkey_oauth_destroy')
+	const revokeGrant = db.delete(oauthArtifacts).where(eq(oauthArtifacts.grantId, sql.placeholder('grantId'))).prepare('latchkey_oauth_revoke_grant')
+
+	/** The token, keeping for this request what came with it (null for what is known not to be there). */
+	async function findToken(model: string, id: string) {
+		const [row] = await tokenWithItsOwn.execute({ model, key: id })
+		if (!row) return undefined
+		const { sessionUid, grantId, accountId } = row.payload
+		if (typeof sessionUid === 'string') ahead.keep(sessionByUid(sessionUid), row.session?.live ? asRecord(row.session) : null)
+		if (typeof grantId === 'string') ahead.keep(byKind('Grant', grantId), row.grant ? asRecord(row.grant) : null)
+		if (typeof accountId === 'string') ahead.keep(accountKey(accountId), row.account)
+		return asRecord(row)
+	}
+
+	async function findSession(id: string) {
+		const [row] = await sessionWithGrants.execute({ key: id })
+		if (!row || !row.standsForLiveSession) return undefined
+		const authorizations = (row.payload.authorizations ?? {}) as Record<string, { grantId?: unknown }>
+		const grants = new Map(row.grants.map((grant) => [grant.id, grant.consumed === null ? { ...grant.payload } : { ...grant.payload, consumed: grant.consumed }]))
+		for (const { grantId } of Object.values(authorizations)) if (typeof grantId === 'string') ahead.keep(byKind('Grant', grantId), grants.get(grantId) ?? null)
+		const session = asRecord(row)
+		ahead.keep(storedSession(id), session)
+		return session
+	}
+
 	return class DatabaseAdapter implements Adapter {
 		constructor(readonly model: string) {}
 
 		async upsert(id: string, payload: AdapterPayload, expiresIn: number): Promise<void> {
 			if (this.model === 'Client') return
-			const expiresAt = sql`now() + make_interval(secs => ${expiresIn > 0 ? expiresIn : FALLBACK_SECONDS})`
-			const row = { grantId: payload.grantId ?? null, userCode: payload.userCode ?? null, uid: payload.uid ?? null, payload: payload as Record<string, unknown> }
-			await db
-				.insert(oauthArtifacts)
-				.values({ model: this.model, id, ...row, expiresAt })
-				.onConflictDoUpdate({ target: [oauthArtifacts.model, oauthArtifacts.id], set: { ...row, expiresAt } })
+			ahead.forget(byKind(this.model, id))
+			if (this.model === 'Session' && onlyExpirySlid(ahead.peek<AdapterPayload>(storedSession(id)), payload)) return
+			if (this.model === 'Session') ahead.forget(storedSession(id))
+			await upsertArtifact.execute({
+				model: this.model,
+				id,
+				grantId: payload.grantId ?? null,
+				userCode: payload.userCode ?? null,
+				uid: payload.uid ?? null,
+				payload,
+				seconds: expiresIn > 0 ? expiresIn : FALLBACK_SECONDS,
+			})
 		}
 
 		async find(id: string): Promise<AdapterPayload | undefined> {
 			if (this.model === 'Client') return clients.metadataOf(id)
+			const known = ahead.take<AdapterPayload>(byKind(this.model, id))
+			if (known !== undefined) return known ?? undefined
+			if (TOKENS.has(this.model)) return findToken(this.model, id)
+			if (this.model === 'Session') return findSession(id)
 			return found(this.model, await byId.execute({ model: this.model, key: id }))
 		}
 
@@ -72,49 +211,95 @@ export function databaseAdapter(db: Database, clients: ClientMetadataSource, ses
 		}
 
 		async findByUid(uid: string) {
+			if (this.model === 'Session') {
+				const known = ahead.take<AdapterPayload>(sessionByUid(uid))
+				if (known !== undefined) return known ?? undefined
+			}
 			return found(this.model, await byUid.execute({ model: this.model, key: uid }))
 		}
 
 		async consume(id: string): Promise<void> {
-			await db
-				.update(oauthArtifacts)
-				.set({ consumedAt: sql`now()` })
-				.where(and(eq(oauthArtifacts.model, this.model), eq(oauthArtifacts.id, id)))
+			ahead.forget(byKind(this.model, id))
+			await consumeArtifact.execute({ model: this.model, id })
 		}
 
 		async destroy(id: string): Promise<void> {
-			const [ended] = await db
-				.delete(oauthArtifacts)
-				.where(and(eq(oauthArtifacts.model, this.model), eq(oauthArtifacts.id, id)))
-				.returning({ payload: oauthArtifacts.payload })
+			ahead.forget(byKind(this.model, id))
+			const [ended] = await destroyArtifact.execute({ model: this.model, id })
 			if (this.model === 'Session' && ended) await sessionEnded(ended.payload)
 		}
 
 		async revokeByGrantId(grantId: string): Promise<void> {
+			ahead.forget(byKind('Grant', grantId))
 			// Every kind at once: a code used twice or a refresh token replayed ends all that the grant issued.
-			await db.delete(oauthArtifacts).where(eq(oauthArtifacts.grantId, grantId))
+			await revokeGrant.execute({ grantId })
 		}
 	}
 }
 
-/** The record as the library reads it: `consumed` when it was; none for a session whose Latchkey session ended. */
+/**
+ * A token (`model`, `key`: its id) with what the library reads next: the provider session it is bound to (by uid)
+ * and whether that one's Latchkey session is live, its grant, its account (active only). Unexpired rows only.
+ */
+export function prepareTokenWithItsOwn(db: Database, name: string) {
+	const boundSession = alias(oauthArtifacts, 'bound_session')
+	const tokenGrant = alias(oauthArtifacts, 'token_grant')
+	return db
+		.select({
+			payload: oauthArtifacts.payload,
+			consumedAt: oauthArtifacts.consumedAt,
+			session: { payload: boundSession.payload, consumedAt: boundSession.consumedAt, live: liveLatchkeySession('bound_session') },
+			grant: { payload: tokenGrant.payload, consumedAt: tokenGrant.consumedAt },
+			account: { id: users.id, email: users.email, name: users.name, emailVerifiedAt: users.emailVerifiedAt, updatedAt: users.updatedAt },
+		})
+		.from(oauthArtifacts)
+		.leftJoin(boundSession, and(eq(boundSession.model, 'Session'), eq(boundSession.uid, sql`${oauthArtifacts.payload}->>'sessionUid'`), unexpired(boundSession)))
+		.leftJoin(tokenGrant, and(eq(tokenGrant.model, 'Grant'), eq(tokenGrant.id, sql`${oauthArtifacts.payload}->>'grantId'`), unexpired(tokenGrant)))
+		.leftJoin(users, and(eq(users.id, asUuid(sql`${oauthArtifacts.payload}->>'accountId'`)), eq(users.status, 'active')))
+		.where(and(eq(oauthArtifacts.model, sql.placeholder('model')), eq(oauthArtifacts.id, sql.placeholder('key')), unexpired(oauthArtifacts)))
+		.limit(1)
+		.prepare(name)
+}
+
+/** The record as the library reads it: `consumed` when it was. */
+const asRecord = (row: { payload: Record<string, unknown>; consumedAt: Date | null }): AdapterPayload =>
+	row.consumedAt ? { ...row.payload, consumed: Math.floor(row.consumedAt.getTime() / 1000) } : { ...row.payload }
+
+/** The record as the library reads it; none for a session whose Latchkey session ended. */
 function found(model: string, [row]: Array<{ payload: Record<string, unknown>; consumedAt: Date | null; standsForLiveSession: boolean }>): AdapterPayload | undefined {
 	if (!row || (model === 'Session' && !row.standsForLiveSession)) return undefined
-	return row.consumedAt ? { ...row.payload, consumed: Math.floor(row.consumedAt.getTime() / 1000) } : { ...row.payload }
+	return asRecord(row)
 }
+
+/** Whether a session about to be saved is the one stored but for an expiry slid by less than SESSION_SLIDE_SECONDS. */
+function onlyExpirySlid(stored: AdapterPayload | undefined, next: AdapterPayload): boolean {
+	if (!stored || typeof stored.exp !== 'number' || typeof next.exp !== 'number' || next.exp - stored.exp >= SESSION_SLIDE_SECONDS) return false
+	const { exp: _stored, ...before } = stored
+	const { exp: _next, ...after } = next
+	return Bun.deepEquals(before, after, true)
+}
+
+const unexpired = (artifact: { expiresAt: AnyPgColumn }) => or(isNull(artifact.expiresAt), gt(artifact.expiresAt, sql`now()`))
+
+/** A text as a uuid, or null when it is not one (never an error from the cast). */
+const asUuid = (text: SQL) => sql`(case when ${text} ~ '^[0-9a-fA-F-]{36}$' then (${text})::uuid end)`
+
+/**
+ * A column of the artifact `table` (the table's name or an alias) for the inside of a subquery: Drizzle names a
+ * select's columns unqualified, which there would name the subquery's own.
+ */
+const outer = (table: string, column: string) => sql`${sql.identifier(table)}.${sql.identifier(column)}`
 
 /**
  * Whether the provider session's Latchkey session is live (not revoked, not expired, its account active). A
  * provider session no one signed in to yet (an authorization request in progress) stands for none, and is kept.
  */
-const latchkeySessionId = sql`(${oauthArtifacts.payload}->>${sql.raw(`'${LATCHKEY_SESSION}'`)})`
-// Written with the tables' own names: inside a select, Drizzle names columns unqualified.
-const liveLatchkeySession = sql<boolean>`(
-	${oauthArtifacts.model} <> 'Session'
-	or ${oauthArtifacts.payload}->>'accountId' is null
+const liveLatchkeySession = (table: string) => sql<boolean>`(
+	${outer(table, 'model')} <> 'Session'
+	or ${outer(table, 'payload')}->>'accountId' is null
 	or exists (
 		select 1 from sessions join users on users.id = sessions.user_id
-		where sessions.id = case when ${latchkeySessionId} ~ '^[0-9a-f-]{36}$' then ${latchkeySessionId}::uuid end
+		where sessions.id = ${asUuid(sql`${outer(table, 'payload')}->>${sql.raw(`'${LATCHKEY_SESSION}'`)}`)}
 			and sessions.revoked_at is null and sessions.expires_at > now() and users.status = 'active'
 	)
 )`

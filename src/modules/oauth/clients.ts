@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto'
+import { LRUCache } from 'lru-cache'
 import { and, desc, eq, inArray, isNotNull, isNull, lt, or, sql } from 'drizzle-orm'
 import type { Database, Queryable } from '../../db/client'
 import { oauthArtifacts, oauthClients, oauthClientSecrets, type OAuthClientRow } from '../../db/schema'
@@ -39,18 +40,76 @@ const LOOPBACK_HOSTS = new Set(['127.0.0.1', '[::1]', 'localhost'])
 /** A private-use URI scheme (RFC 8252 §7.1): reverse domain name, so it has a dot (`com.example.app`). */
 const PRIVATE_USE_SCHEME = /^[a-z][a-z0-9+-]*(\.[a-z0-9+-]+)+:$/
 
+/** Where a change to a client is announced, its `client_id` the payload: every instance forgets what it kept of it. */
+export const OAUTH_CLIENTS_CHANNEL = 'latchkey_oauth_clients'
+
+/**
+ * How long an instance trusts a client it read without hearing of a change: the backstop for a change made in SQL
+ * by hand (the API announces its own), and for one announced while the instance's listening connection was down.
+ */
+const CLIENT_KEPT_MS = 30_000
+const CLIENTS_KEPT = 1000
+
+const announce = (db: Queryable, clientId: string) => db.execute(sql`select pg_notify(${OAUTH_CLIENTS_CHANNEL}, ${clientId})`)
+
 export interface OAuthClientsDeps {
 	db: Database
 	audit: AuditLog
 	/** The webhook URL rules, for back-channel logout and JWKS URIs (both are requested by this server). */
 	destinations: DestinationPolicy
+	/**
+	 * Hears of clients changed by any instance (`OAUTH_CLIENTS_CHANNEL`), and of each (re)start of the hearing.
+	 * Without it, active clients are read from the database at every request.
+	 */
+	listen?: (onChange: (clientId: string) => void, onListen: () => void) => Promise<() => Promise<void>>
 }
 
 /** Admins' side of OAuth clients, and what the protocol needs to know of them. */
 export class OAuthClients {
 	private activeClient: ReturnType<OAuthClients['prepareActiveClient']> | undefined
+	/**
+	 * Active clients as last read, by `client_id`: the protocol reads its client at every request. Kept only while
+	 * changes are heard; a read that began before a change was heard is not kept (`generation`).
+	 */
+	private readonly kept = new LRUCache<string, OAuthClientRow>({ max: CLIENTS_KEPT, ttl: CLIENT_KEPT_MS })
+	private generation = 0
+	private hearing: 'no' | 'starting' | 'yes' | 'stopped' = 'no'
+	private unlisten: Promise<(() => Promise<void>) | undefined> | undefined
 
 	constructor(private readonly deps: OAuthClientsDeps) {}
+
+	/** Forgets what was kept of a client (all of them when none is named), as a change is heard. */
+	forget(clientId?: string) {
+		this.generation++
+		if (clientId === undefined) this.kept.clear()
+		else this.kept.delete(clientId)
+	}
+
+	private startHearing() {
+		if (this.hearing !== 'no' || !this.deps.listen) return
+		this.hearing = 'starting'
+		this.unlisten = this.deps
+			.listen(
+				(clientId) => this.forget(clientId),
+				() => {
+					// (Again) hearing: whatever was announced before is unknown, so nothing kept is trusted.
+					this.forget()
+					if (this.hearing === 'starting') this.hearing = 'yes'
+				},
+			)
+			.catch(() => {
+				// Not hearing: read from the database every time, and try again at a later request.
+				if (this.hearing === 'starting') this.hearing = 'no'
+				return undefined
+			})
+	}
+
+	/** At the service's stop: no more hearing, nothing kept. */
+	async stopHearing() {
+		this.hearing = 'stopped'
+		this.forget()
+		await (await this.unlisten)?.().catch(() => {})
+	}
 
 	/** A new client; a confidential one gets its secret, returned here and never again. */
 	async create(input: CreateOAuthClientInput, caller: Caller, client: ClientInfo): Promise<OAuthClientResource & { clientSecret?: string }> {
@@ -95,7 +154,7 @@ export class OAuthClients {
 		const current = await find(this.deps.db, id)
 		assertNotBuiltIn(current)
 		const values = await this.checked(input, current.type)
-		return this.deps.db.transaction(async (tx) => {
+		const replaced = await this.deps.db.transaction(async (tx) => {
 			const before = await find(tx, id, 'lock')
 			const status = input.status ?? before.status
 			const [row] = await tx
@@ -107,14 +166,18 @@ export class OAuthClients {
 			if (status === 'disabled' && before.status !== 'disabled') await voidClient(tx, row)
 			const changed = changedMembers(toOAuthClientResource(before), toOAuthClientResource(row))
 			if (changed.length > 0) await this.recordUpdate(tx, row, changed, caller, client)
+			await announce(tx, row.clientId)
 			return toOAuthClientResource(row)
 		})
+		// This instance's next request sees the change (the others' as soon as they hear it).
+		this.forget(replaced.clientId)
+		return replaced
 	}
 
 	/** DELETE: disables, never removes; its secrets are void and its tokens deleted. Repeating it returns the same client. */
 	async disable(id: string, caller: Caller, client: ClientInfo): Promise<OAuthClientResource> {
 		assertNotBuiltIn(await find(this.deps.db, id))
-		return this.deps.db.transaction(async (tx) => {
+		const disabled = await this.deps.db.transaction(async (tx) => {
 			const before = await find(tx, id, 'lock')
 			if (before.status === 'disabled') return toOAuthClientResource(before)
 			const [row] = await tx.update(oauthClients).set({ status: 'disabled', updatedAt: new Date() }).where(eq(oauthClients.id, id)).returning()
@@ -122,8 +185,11 @@ export class OAuthClients {
 			await voidClient(tx, row)
 			await recordWebhookEvents(tx, [{ type: 'oauth-client.updated', data: { client: toOAuthClientResource(row), changed: ['status'] } }])
 			await this.deps.audit.recordIn(tx, 'oauth-client.disabled', client, { actorId: caller.user.id, details: { clientId: row.clientId } })
+			await announce(tx, row.clientId)
 			return toOAuthClientResource(row)
 		})
+		this.forget(disabled.clientId)
+		return disabled
 	}
 
 	/**
@@ -148,8 +214,14 @@ export class OAuthClients {
 
 	/** The active client with this OAuth `client_id`, for the protocol; undefined when unknown or disabled. */
 	async findActive(clientId: string): Promise<OAuthClientRow | undefined> {
+		const kept = this.kept.get(clientId)
+		if (kept) return kept
+		this.startHearing()
+		const generation = this.generation
 		this.activeClient ??= this.prepareActiveClient()
 		const [row] = await this.activeClient.execute({ clientId })
+		// An unknown or disabled client is not kept: it is read again next time (the API may make it).
+		if (row && this.hearing === 'yes' && generation === this.generation) this.kept.set(clientId, row)
 		return row
 	}
 
@@ -355,5 +427,7 @@ export async function ensureConsoleClient(db: Queryable, publicUrl: string): Pro
 		.insert(oauthClients)
 		.values({ id: Bun.randomUUIDv7(), ...values })
 		.onConflictDoUpdate({ target: oauthClients.clientId, set: { ...updates, updatedAt: sql`now()` }, setWhere: or(...differs) })
+	// Instances already running forget the console's client as they kept it (a new PUBLIC_URL, say).
+	await announce(db, CONSOLE_CLIENT_ID)
 }
 

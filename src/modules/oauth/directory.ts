@@ -18,6 +18,12 @@ const isNative = (client: OAuthClientRow) =>
 	client.type === 'public' && client.redirectUris.length > 0 && client.redirectUris.every((uri) => LOOPBACK.test(uri) || !/^https?:/.test(uri))
 
 /**
+ * The stand-in for a confidential client's secret, one per process: the library keeps the clients it made by a
+ * digest of their metadata, so metadata that stays the same is a client made once, not at every request.
+ */
+const STAND_IN_SECRET = newOpaqueToken()
+
+/**
  * The library's view of a client. A confidential client's secret is never known here (only its digest): the
  * library is given a random stand-in that satisfies its metadata rules, and its comparison is replaced by
  * `verifySecret` (provider.ts); no algorithm that would key on the secret (HS256, client_secret_jwt) is enabled.
@@ -35,7 +41,7 @@ export function clientMetadata(client: OAuthClientRow): AdapterPayload {
 		scope: client.scopes.join(' '),
 		token_endpoint_auth_method: client.tokenEndpointAuthMethod,
 		id_token_signed_response_alg: client.idTokenSignedResponseAlg ?? 'RS256',
-		...(usesSecret ? { client_secret: newOpaqueToken() } : {}),
+		...(usesSecret ? { client_secret: STAND_IN_SECRET } : {}),
 		...(client.jwksUri ? { jwks_uri: client.jwksUri } : {}),
 		...(client.logoUri ? { logo_uri: client.logoUri } : {}),
 		...(client.backchannelLogoutUri ? { backchannel_logout_uri: client.backchannelLogoutUri, backchannel_logout_session_required: true } : {}),

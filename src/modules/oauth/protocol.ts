@@ -4,6 +4,7 @@ import { toFetchResponse } from 'fetch-to-node'
 import type Provider from 'oidc-provider'
 import { nodeShaped, type Interactions } from './interactions'
 import { INTERACTION_PATH, PREFILLED_USER_CODE } from './provider'
+import type { UserinfoShortcut } from './userinfo'
 
 /*
  * The OpenID Provider's endpoints under Latchkey's HTTP layer. The library is a Koa application, written for
@@ -32,6 +33,8 @@ export interface ProtocolDeps {
 	interactions: Interactions
 	/** The headers of the pages (their CSP above all), for the HTML the library answers with (its pages, its errors). */
 	htmlHeaders: Record<string, string>
+	/** `GET /oauth2/userinfo` in its plain case, answered without the library (userinfo.ts). */
+	userinfo: UserinfoShortcut
 }
 
 /** What the library answers Node's requests with. */
@@ -83,7 +86,7 @@ const documented = (operationId: string, summary: string, description: string, g
 	return { detail: { tags: [TAG], operationId, summary, description, security: [], responses, [STANDARD_FORMAT_EXTENSION]: true, ...(requestBody ? { requestBody } : {}) } as never }
 }
 
-export const protocolModule = ({ provider, issuer, interactions, htmlHeaders }: ProtocolDeps) => {
+export const protocolModule = ({ provider, issuer, interactions, htmlHeaders, userinfo }: ProtocolDeps) => {
 	const issuerUrl = new URL(issuer)
 	// Made once, on the first request: Koa composes its middleware into this handler.
 	let made: Promise<NodeHandler> | undefined
@@ -112,7 +115,7 @@ export const protocolModule = ({ provider, issuer, interactions, htmlHeaders }: 
 			// Where the library sends a browser that must sign in, step up or consent (interactions.ts).
 			.get(`${INTERACTION_PATH}/:uid`, ({ request, params }) => interactions.next(request, params.uid), documented('continueInteraction', 'The next step of an authorization', 'Finishes what the browser\'s session already satisfies, or sends it to /sign-in or /consent.', { 303: redirect('to the provider or a page') }))
 			.post('/oauth2/token', callback(), documented('token', 'Token endpoint', '`authorization_code` (with `code_verifier`), `refresh_token` (rotated; a rotated one used again ends the grant), `client_credentials`, `urn:ietf:params:oauth:grant-type:device_code`. Clients authenticate with `client_secret_basic`, `client_secret_post`, `private_key_jwt`, or none (public clients).', { 200: json('RFC 6749 §5.1 token response'), 400: oauthError('RFC 6749 §5.2'), 401: oauthError('invalid_client') }, form('grant_type and the grant\'s parameters')))
-			.get('/oauth2/userinfo', callback(), documented('userinfo', 'UserInfo endpoint', 'OpenID Connect Core 1.0 §5.3: the claims of the access token\'s scopes.', { 200: json('the claims'), 401: oauthError('invalid_token') }))
+			.get('/oauth2/userinfo', async (context) => (await userinfo.answer(context.request)) ?? callback()(context), documented('userinfo', 'UserInfo endpoint', 'OpenID Connect Core 1.0 §5.3: the claims of the access token\'s scopes.', { 200: json('the claims'), 401: oauthError('invalid_token') }))
 			.post('/oauth2/userinfo', callback(), documented('userinfoByPost', 'UserInfo endpoint (POST)', 'OpenID Connect Core 1.0 §5.3.', { 200: json('the claims'), 401: oauthError('invalid_token') }))
 			.post('/oauth2/revocation', callback(), documented('revoke', 'Token revocation', 'RFC 7009: a client revokes its own tokens (public clients too).', { 200: { description: 'revoked, or unknown' }, 401: oauthError('invalid_client') }, form('token, token_type_hint')))
 			// RFC 7662 for confidential clients and resource servers: a client that does not authenticate (a public

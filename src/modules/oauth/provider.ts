@@ -6,7 +6,7 @@ import { users } from '../../db/schema'
 import { DestinationRefused, type DestinationPolicy } from '../../http/destination'
 import { guardedFetch } from '../../http/outgoing'
 import type { Logger } from '../../log'
-import { databaseAdapter, LATCHKEY_SESSION, type ClientMetadataSource } from './adapter'
+import { accountKey, databaseAdapter, LATCHKEY_SESSION, ReadAhead, type AccountRecord, type ClientMetadataSource } from './adapter'
 import { queueBackchannelLogouts } from './logout'
 
 /*
@@ -24,6 +24,8 @@ export interface BrowserSession {
 	amr: string[]
 	aal: 'aal1' | 'aal2'
 	authenticatedAt: Date
+	/** The account as the session's lookup read it (active): its claims need no other read in the same request. */
+	account?: AccountRecord
 }
 
 /** What the provider asks of the pages: the browser session a request carries, if it is live. */
@@ -101,6 +103,18 @@ const CLEARED_BROWSER_SESSION = '__Host-latchkey-session=; Max-Age=0; Path=/; Se
 
 export const SCOPES = ['openid', 'profile', 'email', 'offline_access']
 
+/** The claims each scope gives (the library's `claims`, and userinfo.ts's). */
+export const CLAIMS_BY_SCOPE: Record<string, string[]> = { openid: ['sub', 'acr', 'amr', 'auth_time'], email: ['email', 'email_verified'], profile: ['name', 'updated_at'] }
+
+/** Every claim an account has, before the scopes choose among them. */
+export const accountClaims = (user: AccountRecord): { sub: string } & Record<string, unknown> => ({
+	sub: user.id,
+	email: user.email,
+	email_verified: user.emailVerifiedAt !== null,
+	name: user.name ?? undefined,
+	updated_at: Math.floor(user.updatedAt.getTime() / 1000),
+})
+
 /** An account id as Latchkey makes them; any other `sub` names no account (and is never sent to the database). */
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 
@@ -177,31 +191,38 @@ function createProvider(library: Library, deps: ProviderDeps): Provider {
 	const { settings, db } = deps
 	const browserSession = browserSessionOf(deps)
 	const activeUser = db
-		.select()
+		.select({ id: users.id, email: users.email, name: users.name, emailVerifiedAt: users.emailVerifiedAt, updatedAt: users.updatedAt })
 		.from(users)
 		.where(and(eq(users.id, sql.placeholder('id')), eq(users.status, 'active')))
 		.limit(1)
 		.prepare('latchkey_oauth_account')
 	const fetchGuarded = guardedFetch({ ...deps.destinations, responseLimitBytes: CLIENT_DOCUMENT_LIMIT })
+	// Per request of the library: the async context it runs each request in.
+	const ahead = new ReadAhead(() => Provider.ctx)
 	const configuration: Configuration = {
 		// A library session ended by a sign-out through a client ("Sign out" at RP-initiated logout) ends the
 		// Latchkey session it stood for, in the same request, before the browser goes on to the client.
-		adapter: databaseAdapter(db, deps.clients, async (payload) => {
-			const sessionId = payload[LATCHKEY_SESSION]
-			if (typeof sessionId !== 'string' || typeof payload.accountId !== 'string') return
-			// Only there: the library also destroys a session's old id when it renames it (at each sign-in).
-			const ctx = Provider.ctx
-			if (ctx?.oidc?.route !== 'end_session_confirm') return
-			await deps.endSession(sessionId, payload.accountId, {
-				ip: ctx?.ip ?? null,
-				userAgent: ctx?.get('user-agent') || null,
-				requestId: ctx?.get('x-request-id') || Bun.randomUUIDv7(),
-			})
-		}),
+		adapter: databaseAdapter(
+			db,
+			deps.clients,
+			async (payload) => {
+				const sessionId = payload[LATCHKEY_SESSION]
+				if (typeof sessionId !== 'string' || typeof payload.accountId !== 'string') return
+				// Only there: the library also destroys a session's old id when it renames it (at each sign-in).
+				const ctx = Provider.ctx
+				if (ctx?.oidc?.route !== 'end_session_confirm') return
+				await deps.endSession(sessionId, payload.accountId, {
+					ip: ctx?.ip ?? null,
+					userAgent: ctx?.get('user-agent') || null,
+					requestId: ctx?.get('x-request-id') || Bun.randomUUIDv7(),
+				})
+			},
+			ahead,
+		),
 		jwks: { keys: [settings.signingKey as never] },
 		scopes: SCOPES,
 		// How and when the user signed in go with `openid` (every ID token); the others by scope.
-		claims: { sid: null, iss: null, openid: ['sub', 'acr', 'amr', 'auth_time'], email: ['email', 'email_verified'], profile: ['name', 'updated_at'] },
+		claims: { sid: null, iss: null, ...CLAIMS_BY_SCOPE },
 		acrValues: ['aal1', 'aal2'],
 		responseTypes: ['code'],
 		subjectTypes: ['public'],
@@ -308,20 +329,11 @@ function createProvider(library: Library, deps: ProviderDeps): Provider {
 		// Every refresh rotates; a rotated token used again ends the grant (reuse detection, as /auth/refresh).
 		rotateRefreshToken: true,
 		issueRefreshToken: async (_ctx, client, code) => client.grantTypeAllowed('refresh_token') && code.scopes.has('offline_access'),
-		findAccount: async (_ctx, sub) => {
+		findAccount: async (ctx, sub) => {
 			if (!UUID.test(sub)) return undefined
-			const [user] = await activeUser.execute({ id: sub })
+			const user = await accountOf(ctx, sub)
 			if (!user) return undefined
-			return {
-				accountId: user.id,
-				claims: async () => ({
-					sub: user.id,
-					email: user.email,
-					email_verified: user.emailVerifiedAt !== null,
-					name: user.name ?? undefined,
-					updated_at: Math.floor(user.updatedAt.getTime() / 1000),
-				}),
-			}
+			return { accountId: user.id, claims: async () => accountClaims(user) }
 		},
 		// First-party clients and consent remembered for every scope asked get their grant without the consent page.
 		loadExistingGrant: async (ctx) => {
@@ -360,6 +372,18 @@ function createProvider(library: Library, deps: ProviderDeps): Provider {
 		clientBasedCORS: (_ctx, origin, client) => client.redirectUris?.some((uri) => safeOrigin(uri) === origin) ?? false,
 		extraClientMetadata: { properties: [] },
 	}
+	/**
+	 * The active account: read with the request's token (ReadAhead), or as the browser's session found it (single
+	 * sign-on), or else read now.
+	 */
+	async function accountOf(ctx: KoaContextWithOIDC, id: string): Promise<AccountRecord | undefined> {
+		const known = ahead.take<AccountRecord>(accountKey(id))
+		if (known !== undefined) return known ?? undefined
+		const browser = await browserSession(ctx)
+		if (browser?.userId === id && browser.account) return browser.account
+		const [user] = await activeUser.execute({ id })
+		return user
+	}
 	const provider = new Provider(settings.issuer, configuration)
 	queueBackchannelLogouts(provider, db)
 	// Behind Latchkey's own HTTP layer, which decided who the client is and whether the request was https.
@@ -373,8 +397,8 @@ function createProvider(library: Library, deps: ProviderDeps): Provider {
 	const Session = provider.Session
 	const getSession = Session.get.bind(Session)
 	Session.get = async (ctx) => {
-		const session = await getSession(ctx)
-		const browser = await browserSession(ctx)
+		// Both at once: the library's session and the browser's Latchkey session are independent reads.
+		const [session, browser] = await Promise.all([getSession(ctx), browserSession(ctx)])
 		const current = session as unknown as Record<string, unknown>
 		if (browser && (session.accountId !== browser.userId || current[LATCHKEY_SESSION] !== browser.sessionId)) {
 			adopt(current as never, browser)

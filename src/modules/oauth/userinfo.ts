@@ -1,0 +1,89 @@
+import type { Database } from '../../db/client'
+import type { OAuthClientRow } from '../../db/schema'
+import { prepareTokenWithItsOwn } from './adapter'
+import { accountClaims, CLAIMS_BY_SCOPE } from './provider'
+
+/*
+ * `GET /oauth2/userinfo` in its plain case — a bearer access token in the header, nothing else — answered here in
+ * one query, without handing the request to the library (its Koa application and the bridge to it cost several
+ * times the read itself). This only ever answers a success, and only when every check the library makes holds on
+ * the same rows; anything else — another way of sending the token, DPoP, a browser's cross-origin request, a token
+ * with requested claims or an audience, any failed check — returns undefined, and the library answers as always
+ * (its own errors, WWW-Authenticate and all). test/oauth.protocol.test.ts holds both answers to be the same.
+ */
+
+/** The library's opaque token ids (nanoid's alphabet, 256 bits by default). */
+const BEARER = /^Bearer ([A-Za-z0-9_-]{22,128})$/
+
+/** Members of a token that ask for more than the plain case: requested claims, an audience, proof of possession… */
+const NOT_PLAIN = ['claims', 'aud', 'rar', 'x5t#S256', 'jkt', 'jwt', 'format'] as const
+
+type Payload = Record<string, unknown>
+
+export interface UserinfoShortcutDeps {
+	db: Database
+	/** The active client (kept in memory, forgotten when changed: clients.ts). */
+	findActiveClient(clientId: string): Promise<OAuthClientRow | undefined>
+}
+
+export class UserinfoShortcut {
+	private query: ReturnType<typeof prepareTokenWithItsOwn> | undefined
+
+	constructor(private readonly deps: UserinfoShortcutDeps) {}
+
+	/** The claims response, or undefined when the library must answer. */
+	async answer(request: Request): Promise<Response | undefined> {
+		const { headers } = request
+		if (request.method !== 'GET' || request.url.includes('?') || headers.has('origin') || headers.has('dpop') || headers.has('content-length') || headers.has('transfer-encoding')) return undefined
+		const id = BEARER.exec(headers.get('authorization') ?? '')?.[1]
+		if (!id) return undefined
+		this.query ??= prepareTokenWithItsOwn(this.deps.db, 'latchkey_oauth_userinfo')
+		const [row] = await this.query.execute({ model: 'AccessToken', key: id })
+		if (!row?.account || !row.grant || row.consumedAt) return undefined
+		const token = row.payload
+		const grant = row.grant.payload
+		const now = Math.floor(Date.now() / 1000)
+		const { clientId, accountId, grantId } = token
+		if (
+			token.kind !== 'AccessToken' ||
+			token.jti !== id ||
+			!fresh(token, now) ||
+			NOT_PLAIN.some((member) => token[member] !== undefined) ||
+			typeof clientId !== 'string' ||
+			accountId !== row.account.id ||
+			typeof grantId !== 'string' ||
+			typeof token.scope !== 'string'
+		)
+			return undefined
+		const tokenScopes = new Set(token.scope.split(' '))
+		if (!tokenScopes.has('openid')) return undefined
+		// The grant: this client's, this account's, unexpired, nothing in it rejected.
+		if (row.grant.consumedAt || grant.kind !== 'Grant' || grant.clientId !== clientId || grant.accountId !== accountId || !fresh(grant, now) || grant.rejected !== undefined) return undefined
+		// A token bound to the browser's session lives as long as that session, and the session still names this grant.
+		if (token.expiresWithSession) {
+			const session = row.session
+			if (!session?.live || session.consumedAt || typeof token.sessionUid !== 'string') return undefined
+			const authorization = (session.payload.authorizations as Record<string, { grantId?: unknown }> | undefined)?.[clientId]
+			if (session.payload.accountId !== accountId || authorization?.grantId !== grantId || !fresh(session.payload, now)) return undefined
+		}
+		if (!(await this.deps.findActiveClient(clientId))) return undefined
+		const granted = (grant.openid as { scope?: unknown } | undefined)?.scope
+		if (typeof granted !== 'string') return undefined
+		// As the library: the grant's scopes that the token carries, in the grant's order, each with its claims.
+		const available = accountClaims(row.account)
+		const claims: Record<string, unknown> = {}
+		for (const scope of granted.split(' ')) {
+			if (!tokenScopes.has(scope)) continue
+			for (const claim of CLAIMS_BY_SCOPE[scope] ?? []) if (available[claim] !== undefined) claims[claim] = available[claim]
+		}
+		// The library's headers: a request from another origin is its to answer (CORS), hence Vary.
+		return new Response(JSON.stringify(claims), { headers: { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store', vary: 'Origin' } })
+	}
+}
+
+/** As the library's check of a stored record's times (its clock tolerance aside: a doubtful case is its to answer). */
+function fresh(payload: Payload, now: number): boolean {
+	if (typeof payload.exp !== 'number' || payload.exp <= now) return false
+	if (payload.nbf !== undefined && (typeof payload.nbf !== 'number' || payload.nbf > now)) return false
+	return payload.iat === undefined || typeof payload.iat === 'number'
+}
