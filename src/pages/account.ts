@@ -165,6 +165,8 @@ export function accountPages(deps: AccountDeps, kit: PageKit) {
 			pendingEmail: user.pendingEmail ? text(request, 'account.profile.pendingEmail', { email: user.pendingEmail }) : undefined,
 			name: state.values?.name ?? user.name,
 			hasPassword: user.passwordHash !== null,
+			// EMAIL_VERIFICATION=off applies a new address at once: no mail to wait for.
+			emailHint: mail.verification === 'off' ? undefined : text(request, 'account.profile.emailHint'),
 			passwordHint: text(request, 'signUp.passwordHint', { min: passwordMinLength }),
 		}
 		return formPage(request, 'account', view, { title: 'account.title', status: state.status })
