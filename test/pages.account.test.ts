@@ -239,6 +239,17 @@ describe('/account/security', () => {
 		expect(await t.database.handle.db.select().from(factors).where(eq(factors.userId, account.id))).toHaveLength(0)
 	})
 
+	test('a new enrolment replaces an unfinished one of its kind, so abandoned ones never fill the account', async () => {
+		const { browser, account } = await signedIn()
+		for (const name of ['First', 'Second', 'Third']) expect((await submit(browser, '/account/security/totp', { name }, '/account/security')).status).toBe(200)
+		expect((await submit(browser, '/account/security/passkey', { name: 'Key' }, '/account/security')).status).toBe(200)
+		const rows = await t.database.handle.db.select().from(factors).where(eq(factors.userId, account.id))
+		expect(rows.map(({ type, name, status }) => ({ type, name, status })).sort((a, b) => a.name.localeCompare(b.name))).toEqual([
+			{ type: 'webauthn', name: 'Key', status: 'pending' },
+			{ type: 'totp', name: 'Third', status: 'pending' },
+		])
+	})
+
 	test('a session older than REAUTHENTICATION_SECONDS confirms with the password before enrolling', async () => {
 		const { browser, sessionId } = await signedIn()
 		await ageSession(t, { sessionId })

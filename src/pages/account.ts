@@ -399,6 +399,20 @@ export function accountPages(deps: AccountDeps, kit: PageKit) {
 	const currentPasswordWrong = (error: unknown) =>
 		error instanceof AppError && error.kind === 'validation-error' && (error.options.errors ?? []).some(({ pointer }) => pointer === '#/currentPassword')
 
+	/**
+	 * A new enrolment replaces the unfinished ones of its kind (a page left before its code or passkey), by the
+	 * factors' own removal (as DELETE /users/me/factors/{id}): abandoned ones never fill the account's 20
+	 * factors where the page lists none of them.
+	 */
+	const dropUnfinished = async (caller: Caller, started: { id: string; type: 'totp' | 'webauthn' }, client: ClientInfo) => {
+		for (const factor of await factors.list(caller.user.id))
+			if (factor.id !== started.id && factor.type === started.type && factor.status === 'pending')
+				await factors.remove(caller, caller.user.id, factor.id, client).catch((error: unknown) => {
+					// Activated or removed meanwhile (another window): nothing to drop.
+					if (!(error instanceof AppError && (error.kind === 'conflict' || error.kind === 'not-found'))) throw error
+				})
+	}
+
 	// Checks a password or a code, or computes a hash: the /auth budget, as PUT /users/me and POST /auth/reauthentication.
 	const budget = { transform: ({ request }: { request: Request }) => chargeAuthBudget(request) }
 
@@ -483,6 +497,7 @@ export function accountPages(deps: AccountDeps, kit: PageKit) {
 						async (caller, form) => {
 							const name = (form.name ?? '').trim().slice(0, 100) || undefined
 							const { factor, secret, qrCodeSvg } = await factors.enrollTotp(caller, name, client)
+							await dropUnfinished(caller, factor, client)
 							return formPage(
 								request,
 								'account-totp',
@@ -527,6 +542,7 @@ export function accountPages(deps: AccountDeps, kit: PageKit) {
 						async (caller, form) => {
 							const name = (form.name ?? '').trim().slice(0, 100) || undefined
 							const { factor, options } = await factors.enrollWebauthn(caller, name, client)
+							await dropUnfinished(caller, factor, client)
 							return formPage(request, 'account-passkey', { factorId: factor.id, options: JSON.stringify(options) }, { title: 'account.passkey.title' })
 						},
 						{ conflict: 'too-many-factors' },
