@@ -319,7 +319,7 @@ export function createApp({ config, database, keys, oauthKey, log, counters, pee
 	const api = new Elysia({ name: 'api', prefix: '/api', normalize: false })
 		.use(health(database))
 		.use(jwks(keys, oauthKey))
-		.use(usersModule({ users, guard, db, audit }))
+		.use(usersModule({ users, guard }))
 		.use(authModule({ auth, guard, jwt: config.jwt }))
 		.use(secondFactorSignIn({ factors, guard, jwt: config.jwt }))
 		.use(reauthentication({ auth, factors, email, guard, jwt: config.jwt }))
@@ -394,6 +394,8 @@ export function createApp({ config, database, keys, oauthKey, log, counters, pee
 				passwordMinLength: config.password.minLength,
 				browserSessions,
 				sessionTtlSeconds: config.jwt.refreshTtlSeconds,
+				// /account, on the services of the API's routes on a user's own account (their rules, not copies).
+				account: { users, auth, factors, identities: providerSignIn, consents: oauthConsents, email, passwordMinLength: config.password.minLength },
 			}),
 		)
 		.use(consentPage({ renderer, settings, interactions, browserSessions }))

@@ -2,8 +2,8 @@
  * "A deployment with no frontend of its own is complete" (issue 25, point 2), against the compiled binary, in
  * Debian's Chromium (playwright-core) driven as a person would: sign up on /sign-up, open the verification link
  * from the mail, sign in, recover the password through /recovery and the mail's link to /password-reset, sign in
- * with the new password, then sign in to another application through the provider with no password typed (single
- * sign-on), allowing it on /consent. No APP_URL: the mails link to Latchkey's own pages. The mails go to a real
+ * with the new password, enrol a passkey on /account/security and sign in with it on another browser, then sign in
+ * to another application through the provider with no password typed (single sign-on), allowing it on /consent. No APP_URL: the mails link to Latchkey's own pages. The mails go to a real
  * SMTP server on loopback (smtp-server); the application is the pages-only guide's own snippet
  * (docs/guides/pages-only.md, run:notes-app: openid-client, code flow with PKCE), served by Bun.serve.
  * Also: PAGES_DIR replacing a page at the binary, and a broken template stopping its start with a clear line.
@@ -220,10 +220,45 @@ describe('a deployment with no frontend of its own', () => {
 		expect(await tab.textContent('main')).toContain(`Signed in as ${email}`)
 	})
 
-	// PASSKEY ENROLMENT — to be added here once /account/security exists (issue 25, point 2: "enrol a passkey"):
-	// a virtual authenticator (CDP WebAuthn.addVirtualAuthenticator, as test/factors.passkeys.browser.test.ts does),
-	// "Add a passkey" on /account/security with the recent sign-in it asks for, then a signed-out context signing
-	// in with "Sign in with a passkey" on /sign-in, before the application below.
+	test('a passkey enrolled on /account/security signs in on another browser, with no password', async () => {
+		// A platform authenticator in this browser (DevTools' virtual one: resident keys, user verification).
+		const cdp = await first.newCDPSession(tab)
+		await cdp.send('WebAuthn.enable')
+		const { authenticatorId } = await cdp.send('WebAuthn.addVirtualAuthenticator', {
+			options: { protocol: 'ctap2', transport: 'internal', hasResidentKey: true, hasUserVerification: true, isUserVerified: true, automaticPresenceSimulation: true },
+		})
+		// Signed in a moment ago: recent enough to add a way in without confirming again.
+		await tab.getByRole('link', { name: 'Sign-in and security' }).click()
+		await tab.waitForURL(`${issuer}/account/security`)
+		await tab.getByLabel('Name of the passkey').fill('Work laptop')
+		await tab.getByRole('button', { name: 'Add a passkey' }).click()
+		await tab.getByRole('button', { name: 'Create the passkey' }).click()
+		await tab.getByRole('heading', { level: 1, name: 'Save your recovery codes' }).waitFor()
+		expect(await tab.locator('ul.codes li').count()).toBe(10)
+		await shot(tab, '8-passkey-recovery-codes')
+		await tab.getByRole('link', { name: 'I have saved them' }).click()
+		await tab.waitForURL(`${issuer}/account/security`)
+		expect(await tab.textContent('main')).toContain('Work laptop')
+
+		// Another browser, signed out, holding the same passkey (as a synced passkey would be): no password typed.
+		const { credentials } = await cdp.send('WebAuthn.getCredentials', { authenticatorId })
+		expect(credentials).toHaveLength(1)
+		const second = await browser.newContext({ viewport: { width: 390, height: 844 } })
+		const { page: phone, violations } = await openPage(second)
+		refused.push(violations)
+		const phoneCdp = await second.newCDPSession(phone)
+		await phoneCdp.send('WebAuthn.enable')
+		const added = await phoneCdp.send('WebAuthn.addVirtualAuthenticator', {
+			options: { protocol: 'ctap2', transport: 'internal', hasResidentKey: true, hasUserVerification: true, isUserVerified: true, automaticPresenceSimulation: true },
+		})
+		for (const credential of credentials) await phoneCdp.send('WebAuthn.addCredential', { authenticatorId: added.authenticatorId, credential })
+		await phone.goto(`${issuer}/sign-in`)
+		await phone.getByRole('button', { name: 'Sign in with a passkey' }).click()
+		await phone.waitForURL(`${issuer}/account`)
+		expect(await phone.textContent('main')).toContain(`Signed in as ${email}`)
+		await shot(phone, '9-passkey-signed-in')
+		await second.close()
+	})
 
 	test('another application signs the person in through the provider: consent once, no password typed', async () => {
 		const seen = navigations(tab, { [issuer]: 'latchkey', [notes]: 'notes' })
@@ -234,11 +269,11 @@ describe('a deployment with no frontend of its own', () => {
 		expect(await tab.getByRole('heading', { level: 1 }).textContent()).toBe('Acme Notes wants to use your Acme account')
 		expect(await tab.locator('ul.scopes li').allTextContents()).toEqual(['Know that it is you when you sign in', 'See your email address'])
 		expect(await tab.textContent('main')).toContain(`You are signed in as ${email}.`)
-		await shot(tab, '8-consent')
+		await shot(tab, '10-consent')
 		await tab.getByRole('button', { name: 'Allow' }).click()
 		await tab.waitForURL(`${notes}/`)
 		expect(await tab.textContent('body')).toContain(`Signed in as ${email}`)
-		await shot(tab, '9-application-signed-in')
+		await shot(tab, '11-application-signed-in')
 		expect(seen).toContain('latchkey/oauth2/authorization')
 		expect(seen).toContain('notes/callback')
 		expect(seen).not.toContain('latchkey/sign-in')

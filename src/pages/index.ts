@@ -1,7 +1,7 @@
 import { Elysia } from 'elysia'
 import type { PageProblemRenderer } from '../http/problem-catalogue'
 import type { AuthService } from '../modules/auth/service'
-import { ACCOUNT_PATHS, accountPages } from './account'
+import { ACCOUNT_PATHS, accountPages, type AccountDeps } from './account'
 import { ASSET_PATHS, pageAssets } from './asset-routes'
 import type { BrowserSessions } from './browser-sessions'
 import { formToken } from './csrf'
@@ -44,6 +44,8 @@ export interface PagesDeps extends SignInDeps, Omit<SignUpDeps, 'email'> {
 	browserSessions: BrowserSessions
 	/** How long a session lives (REFRESH_TOKEN_TTL): the session cookie's Max-Age. */
 	sessionTtlSeconds: number
+	/** /account's services: those of the API's routes on a user's own account. */
+	account: AccountDeps
 }
 
 /** The pages: sign-in (every way in), sign-up, recovery, a mail's proof, the account's landing, sign-out; and their stylesheets and scripts. */
@@ -56,7 +58,7 @@ export function pages(deps: PagesDeps) {
 		.use(recoveryPages(deps, kit))
 		.use(emailVerificationPages(deps, kit))
 		.use(signOutPages(kit))
-		.use(accountPages(kit))
+		.use(accountPages(deps.account, kit))
 }
 
 /**

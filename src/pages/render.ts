@@ -2,11 +2,22 @@ import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import Mustache from 'mustache'
 import Negotiator from 'negotiator'
+import accountScript from './assets/account.page.js' with { type: 'text' }
 import linkTokenScript from './assets/link-token.page.js' with { type: 'text' }
 import signInScript from './assets/sign-in.page.js' with { type: 'text' }
 import styles from './assets/styles.css' with { type: 'text' }
 import en from './locales/en.json'
 import account from './templates/account.mustache' with { type: 'text' }
+import accountApplications from './templates/account-applications.mustache' with { type: 'text' }
+import accountCodes from './templates/account-codes.mustache' with { type: 'text' }
+import accountConfirm from './templates/account-confirm.mustache' with { type: 'text' }
+import accountDeactivation from './templates/account-deactivation.mustache' with { type: 'text' }
+import accountIdentities from './templates/account-identities.mustache' with { type: 'text' }
+import accountNav from './templates/account-nav.mustache' with { type: 'text' }
+import accountPasskey from './templates/account-passkey.mustache' with { type: 'text' }
+import accountSecurity from './templates/account-security.mustache' with { type: 'text' }
+import accountSessions from './templates/account-sessions.mustache' with { type: 'text' }
+import accountTotp from './templates/account-totp.mustache' with { type: 'text' }
 import errorSummary from './templates/error-summary.mustache' with { type: 'text' }
 import layout from './templates/layout.mustache' with { type: 'text' }
 import problem from './templates/problem.mustache' with { type: 'text' }
@@ -40,6 +51,16 @@ const BUILT_IN_TEMPLATES = {
 	'second-factor': secondFactor,
 	'email-code': emailCode,
 	account,
+	'account-nav': accountNav,
+	'account-security': accountSecurity,
+	'account-totp': accountTotp,
+	'account-passkey': accountPasskey,
+	'account-codes': accountCodes,
+	'account-identities': accountIdentities,
+	'account-sessions': accountSessions,
+	'account-applications': accountApplications,
+	'account-confirm': accountConfirm,
+	'account-deactivation': accountDeactivation,
 	'sign-out': signOut,
 	problem,
 	consent,
@@ -187,6 +208,8 @@ export class PageRenderer {
 	readonly signInScript = signInScript
 	/** /pages/link-token.js: puts a mail link's fragment token in the form of /password-reset and /email-verification. */
 	readonly linkTokenScript = linkTokenScript
+	/** /pages/account.js: creates a passkey on /account/security. */
+	readonly accountScript = accountScript
 	readonly theme: string
 	readonly csp: string
 	private readonly templates: Record<TemplateName, string>
@@ -306,9 +329,10 @@ export class PageRenderer {
 		const { texts } = this.catalogue(language)
 		const meta = texts.meta as Catalogue | undefined
 		const common = { t: texts, appName: this.settings.appName, logoUrl: this.logoUrl, lang: language, dir: meta?.dir === 'rtl' ? 'rtl' : 'ltr' }
-		const partials = { 'error-summary': this.templates['error-summary'] }
+		const partials = { 'error-summary': this.templates['error-summary'], 'account-nav': this.templates['account-nav'] }
 		const content = Mustache.render(this.templates[name], { ...common, ...view }, partials)
-		const html = Mustache.render(this.templates.layout, { ...common, title: this.text(language, title), content }, partials)
+		// `wide`: a page with lists (the account's sections) gets a wider card.
+		const html = Mustache.render(this.templates.layout, { ...common, title: this.text(language, title), content, wide: view.wide === true }, partials)
 		const headers = new Headers(pageHeaders(this.csp))
 		for (const cookie of cookies) headers.append('set-cookie', cookie)
 		return new Response(html, { status, headers })

@@ -60,6 +60,18 @@ function passkeyAnswer(raw: string | undefined) {
 	}
 }
 
+/**
+ * A provider flow the pages start (a sign-in here, a link at /account/identities): its PKCE verifier, the
+ * challenge to send, and the cookie that keeps both the verifier and where to go next in this browser.
+ */
+export function newProviderFlow(returnTo: string) {
+	const verifier = newOpaqueToken()
+	return {
+		codeChallenge: digestOf(verifier, 'base64url'),
+		cookie: cookie(PROVIDER_FLOW_COOKIE, `${verifier}.${Buffer.from(returnTo).toString('base64url')}`, PROVIDER_FLOW_SECONDS),
+	}
+}
+
 /** The page's provider flow, from its cookie: the verifier and where to go next (undefined when missing or malformed). */
 function providerFlowOf(request: Request): { verifier: string; returnTo: string } | undefined {
 	const [verifier, encoded] = (readCookie(request, PROVIDER_FLOW_COOKIE) ?? '').split('.')
@@ -310,10 +322,9 @@ export function signInPages({ auth, factors, codeSignIn, providers, signupEnable
 				const provider = providers.list().find(({ id }) => id === form.provider)
 				if (!provider) return signInForm(request, { error: providerProblem(request, 'unknown-provider'), status: 422, aside: true })
 				// The page is the flow's frontend: its PKCE verifier stays in this browser, the API's own route does the rest.
-				const verifier = newOpaqueToken()
-				const start = new URLSearchParams({ redirectTo: providers.pagesReturnUrl, codeChallenge: digestOf(verifier, 'base64url'), codeChallengeMethod: 'S256' })
-				const flow = cookie(PROVIDER_FLOW_COOKIE, `${verifier}.${Buffer.from(returnTo).toString('base64url')}`, PROVIDER_FLOW_SECONDS)
-				return redirect(`/api/auth/providers/${encodeURIComponent(provider.id)}/authorization?${start}`, [flow])
+				const flow = newProviderFlow(returnTo)
+				const start = new URLSearchParams({ redirectTo: providers.pagesReturnUrl, codeChallenge: flow.codeChallenge, codeChallengeMethod: 'S256' })
+				return redirect(`/api/auth/providers/${encodeURIComponent(provider.id)}/authorization?${start}`, [flow.cookie])
 			})
 			.get(SIGN_IN_PATHS.providerReturn, async ({ request, client }) => {
 				const query = new URL(request.url).searchParams

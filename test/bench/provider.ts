@@ -199,6 +199,10 @@ const PAGES: Array<{ path: string; signedIn?: boolean }> = [
 	{ path: '/device' },
 	{ path: '/sign-out', signedIn: true },
 	{ path: '/account', signedIn: true },
+	{ path: '/account/security', signedIn: true },
+	{ path: '/account/identities', signedIn: true },
+	{ path: '/account/sessions', signedIn: true },
+	{ path: '/account/applications', signedIn: true },
 ]
 
 async function loadPage(url: string, cookie?: string): Promise<{ bytes: number; requests: number; compressed: boolean } | string> {

@@ -141,7 +141,8 @@ export class ProviderSignIn {
 	 */
 	async startLink(caller: Caller, input: { provider: string; redirectTo: string; codeChallenge: string }, requestOrigin: string): Promise<string> {
 		const provider = this.provider(input.provider)
-		if (!isAllowedRedirect(input.redirectTo, this.deps.settings.redirectUrls))
+		// The /account/identities page links through its own return, as /sign-in signs in through it.
+		if (input.redirectTo !== this.pagesReturnUrl && !isAllowedRedirect(input.redirectTo, this.deps.settings.redirectUrls))
 			throw new AppError('redirect-not-allowed', 'redirectTo is not one of the REDIRECT_URLS')
 		requireRecentAuthentication(caller, this.deps.reauthenticationSeconds)
 		await this.deps.stepUp.requireStepUp(caller)

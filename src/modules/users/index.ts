@@ -5,24 +5,19 @@ import { Envelope, problemResponses, withResponseHeaders } from '../../http/open
 import { nextPageLink } from '../../http/pagination'
 import { envelope, reportWithSchemaErrors } from '../../http/problem'
 import { chargeAuthBudget } from '../../http/rate-limit'
-import { listActiveSessions, revokeSession } from '../auth/sessions'
 import { UserModel } from './model'
 import { normalizeEmail, toUserResource } from './model'
 import type { UsersService } from './service'
-import type { Database } from '../../db/client'
 import { requestContext } from '../../http/request-context'
-import type { AuditLog } from '../audit/service'
 
 export interface UsersModuleDeps {
 	users: UsersService
 	guard: ReturnType<typeof authGuard>
-	db: Database
-	audit: AuditLog
 }
 
 const UserEnvelope = Envelope(UserModel.user)
 
-export const usersModule = ({ users, guard, db, audit }: UsersModuleDeps) =>
+export const usersModule = ({ users, guard }: UsersModuleDeps) =>
 	new Elysia({ name: 'users', prefix: '/users', detail: { tags: ['Users'] } })
 		.use(guard)
 		.use(requestContext)
@@ -130,7 +125,7 @@ export const usersModule = ({ users, guard, db, audit }: UsersModuleDeps) =>
 			async ({ params, caller }) => {
 				const userId = targetUserId(params.id, caller)
 				await users.get(userId)
-				return envelope({ items: await listActiveSessions(db, userId, caller.sessionId) }, 'Sessions')
+				return envelope({ items: await users.sessions(userId, caller.sessionId) }, 'Sessions')
 			},
 			{
 				auth: 'self',
@@ -142,10 +137,7 @@ export const usersModule = ({ users, guard, db, audit }: UsersModuleDeps) =>
 		.delete(
 			'/:id/sessions/:sessionId',
 			async ({ params, caller, client }) => {
-				const userId = targetUserId(params.id, caller)
-				const session = await db.transaction((tx) => revokeSession(tx, userId, params.sessionId, caller.sessionId, 'revoked'))
-				await audit.record('session.revoked', client, { actorId: caller.user.id, subjectId: userId, details: { sessionId: session.id } })
-				return envelope(session, 'Session revoked')
+				return envelope(await users.revokeSession(targetUserId(params.id, caller), params.sessionId, caller, client), 'Session revoked')
 			},
 			{
 				auth: 'self',

@@ -9,7 +9,7 @@ import { passwordProblem, type PasswordHasher } from '../auth/password'
 import type { AuditLog, ClientInfo } from '../audit/service'
 import type { AuthService } from '../auth/service'
 import type { StepUp } from '../auth/sign-in'
-import { requireRecentAuthentication, revokeUserSessions, type Caller, type Queryable } from '../auth/sessions'
+import { listActiveSessions, requireRecentAuthentication, revokeSession, revokeUserSessions, type Caller, type Queryable } from '../auth/sessions'
 import { recordWebhookEvents, type WebhookEvent } from '../webhooks/outbox'
 import type { WayInChange, WayInNotices } from '../../mail/notices'
 import { normalizeEmail, toUserResource, type CreateUserInput, type ListUsersQuery, type ReplaceUserInput } from './model'
@@ -106,6 +106,21 @@ export class UsersService {
 			details: { role: user.role },
 		})
 		return user
+	}
+
+	/** An account's active sessions, the caller's own marked `current` (GET /users/{id}/sessions, the /account/sessions page). */
+	async sessions(userId: string, currentSessionId: string) {
+		return listActiveSessions(this.deps.db, userId, currentSessionId)
+	}
+
+	/**
+	 * Revokes one session of the account `userId` (DELETE /users/{id}/sessions/{sessionId}, the /account/sessions
+	 * page): 404 for a session of another account; repeating it answers the same revoked session.
+	 */
+	async revokeSession(userId: string, sessionId: string, caller: Caller, client: ClientInfo) {
+		const session = await this.deps.db.transaction((tx) => revokeSession(tx, userId, sessionId, caller.sessionId, 'revoked'))
+		await this.deps.audit.record('session.revoked', client, { actorId: caller.user.id, subjectId: userId, details: { sessionId: session.id } })
+		return session
 	}
 
 	async get(id: string): Promise<UserRow> {
