@@ -1,6 +1,6 @@
 /**
  * /account as a person uses it, in Debian's Chromium (playwright-core): a passkey enrolled on /account/security
- * by its script (/pages/account.js, under the pages' policy, with the DevTools virtual authenticator), then used
+ * by its script (/pages/passkeys.js, under the pages' policy, with the DevTools virtual authenticator), then used
  * to sign in; every section and step checked by axe-core at 320 px and 1280 px, light and dark. The pages run
  * at http://localhost:<port> (PUBLIC_URL), a secure context whose host is the passkeys' RP ID. Screenshots land
  * in test-artifacts/pages/.

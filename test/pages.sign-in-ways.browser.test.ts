@@ -1,6 +1,6 @@
 /**
  * The /sign-in page's other ways in as a person uses them, in Debian's Chromium (playwright-core): the passkey
- * button (its script, /pages/sign-in.js, under the pages' policy, with the DevTools virtual authenticator), a
+ * button (its script, /pages/passkeys.js, under the pages' policy, with the DevTools virtual authenticator), a
  * provider's button through a real OpenID Provider (oidc-provider) and back, and "email me a code"; each new
  * page and state checked by axe-core at 320 px and 1280 px, light and dark. The pages run at
  * http://localhost:<port> (PUBLIC_URL), a secure context whose host is the passkeys' RP ID.

@@ -66,12 +66,15 @@ describe('the sign-in page lists the other ways in', () => {
 	})
 
 	test('the passkey script is a file of the pages, under the same policy', async () => {
-		const script = await t.app.handle(new Request('http://localhost/pages/sign-in.js'))
+		const script = await t.app.handle(new Request('http://localhost/pages/passkeys.js'))
 		expect(script.status).toBe(200)
 		expect(script.headers.get('content-type')).toBe('text/javascript; charset=utf-8')
 		const code = await script.text()
 		expect(code).toContain('/api/auth/passkey/challenges')
 		expect(code).toContain('navigator.credentials.get')
+		// One script for every page's passkey: the account pages' enrolment is in it too, and the old paths are gone.
+		expect(code).toContain('navigator.credentials.create')
+		for (const old of ['/pages/sign-in.js', '/pages/account.js']) expect((await t.app.handle(new Request(`http://localhost${old}`))).status).toBe(404)
 	})
 
 	test('without providers and with EMAIL_CODE_SIGN_IN=false: neither button, and the code’s route is unknown', async () => {
@@ -350,7 +353,7 @@ describe('a passkey as the second factor', () => {
 		expect(owed.html).toContain('Use your passkey, or enter one of the recovery codes you saved')
 		expect(owed.html).toContain('<section class="other-ways" id="other-ways" aria-labelledby="other-ways-title" hidden>')
 		expect(owed.html).toContain('<button type="submit" class="secondary">Use your passkey</button>')
-		expect(owed.html).toContain('<script src="/pages/sign-in.js" defer></script>')
+		expect(owed.html).toContain('<script src="/pages/passkeys.js" defer></script>')
 		const mfaToken = PageBrowser.field(owed.html, 'mfaToken')
 		const challenge = async () => (await t.call('POST', '/api/auth/mfa/challenges', { json: { mfaToken } })).body.data
 

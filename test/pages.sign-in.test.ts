@@ -55,8 +55,8 @@ describe('the sign-in page', () => {
 		expect(page.html).toMatch(/<input id="email" name="email" type="email" autocomplete="username"[^>]* autofocus>/)
 		// Nothing inline for the policy to refuse: the one script is a file of the pages (the passkey button).
 		expect(page.html).not.toMatch(/<style|\sstyle=|\son[a-z]+="/i)
-		expect([...page.html.matchAll(/<script[^>]*>/gi)].map(([tag]) => tag)).toEqual(['<script src="/pages/sign-in.js" defer>'])
-		expect(page.html).toContain('<script src="/pages/sign-in.js" defer></script>')
+		expect([...page.html.matchAll(/<script[^>]*>/gi)].map(([tag]) => tag)).toEqual(['<script src="/pages/passkeys.js" defer>'])
+		expect(page.html).toContain('<script src="/pages/passkeys.js" defer></script>')
 		const [csrf] = page.setCookies
 		expect(csrf?.name).toBe(CSRF)
 		expect(csrf?.attributes).toMatchObject({ path: '/', secure: true, httponly: true, samesite: 'Lax' })

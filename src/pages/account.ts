@@ -269,7 +269,7 @@ export function accountPages(deps: AccountDeps, kit: PageKit) {
 		const hasFactor = await factors.hasSecondFactor(session.user.id)
 		const active = hasFactor ? (await factors.list(session.user.id)).filter((factor) => factor.status === 'active') : []
 		const hasPasskey = active.some((factor) => factor.type === 'webauthn')
-		// A passkey answers a challenge for this session only (POST /auth/reauthentication/challenges), signed by /pages/account.js.
+		// A passkey answers a challenge for this session only (POST /auth/reauthentication/challenges), signed by /pages/passkeys.js.
 		const passkeyOptions = hasPasskey ? JSON.stringify(await factors.reauthenticationChallenge(callerOf(session))) : undefined
 		// With a factor, a session that has not used one is asked for it (the service's step-up would ask next anyway).
 		const secondFactorOwed = reason === 'mfa-required' || (hasFactor && session.aal !== 'aal2')
@@ -530,7 +530,7 @@ export function accountPages(deps: AccountDeps, kit: PageKit) {
 					}),
 				budget,
 			)
-			// A passkey: the registration options in the page, for /pages/account.js to create it; its answer activates it.
+			// A passkey: the registration options in the page, for /pages/passkeys.js to create it; its answer activates it.
 			.post(
 				ACCOUNT_PATHS.passkey,
 				({ request, body, client }) =>

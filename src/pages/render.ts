@@ -2,9 +2,8 @@ import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import Mustache from 'mustache'
 import Negotiator from 'negotiator'
-import accountScript from './assets/account.page.js' with { type: 'text' }
 import linkTokenScript from './assets/link-token.page.js' with { type: 'text' }
-import signInScript from './assets/sign-in.page.js' with { type: 'text' }
+import passkeysScript from './assets/passkeys.page.js' with { type: 'text' }
 import styles from './assets/styles.css' with { type: 'text' }
 import en from './locales/en.json'
 import account from './templates/account.mustache' with { type: 'text' }
@@ -204,12 +203,10 @@ export interface PageOptions {
  */
 export class PageRenderer {
 	readonly styles: string
-	/** /pages/sign-in.js: the sign-in page's passkey button (the policy admits no inline script). */
-	readonly signInScript = signInScript
+	/** /pages/passkeys.js: every page's passkey (sign-in, second factor, enrolment, "confirm it's you"; the policy admits no inline script). */
+	readonly passkeysScript = passkeysScript
 	/** /pages/link-token.js: puts a mail link's fragment token in the form of /password-reset and /email-verification. */
 	readonly linkTokenScript = linkTokenScript
-	/** /pages/account.js: creates a passkey on /account/security. */
-	readonly accountScript = accountScript
 	readonly theme: string
 	readonly csp: string
 	private readonly templates: Record<TemplateName, string>

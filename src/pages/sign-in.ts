@@ -153,7 +153,7 @@ export function signInPages({ auth, factors, codeSignIn, providers, signupEnable
 			email,
 			signingInAs: email ? renderer.text(language, 'secondFactor.signingInAs', { email }) : undefined,
 			intro,
-			// The account has a passkey: its button (shown by /pages/sign-in.js), and the flag that keeps it across a refusal.
+			// The account has a passkey: its button (shown by /pages/passkeys.js), and the flag that keeps it across a refusal.
 			passkey,
 			error,
 			focusField: !error,
