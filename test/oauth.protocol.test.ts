@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { inArray, sql } from 'drizzle-orm'
 import * as oauth from 'oauth4webapi'
+import { oauthArtifacts } from '../src/db/schema'
 import { OAUTH_CLIENTS_CHANNEL } from '../src/modules/oauth/clients'
 import { logOutEndedSessionsStep } from '../src/modules/oauth/logout'
 import { UserinfoShortcut } from '../src/modules/oauth/userinfo'
@@ -189,6 +191,20 @@ describe('refresh tokens', () => {
 		// The newest one dies with the grant too: whoever replayed may hold it.
 		const after = await oauth.refreshTokenGrantRequest(as, app.client, app.auth, first.refresh_token ?? '', through(t))
 		expect(after.status).toBe(400)
+	})
+
+	test('codes and tokens are stored without waiting for the flush, and that setting ends with their statement', async () => {
+		const { tokens } = await exchange(app, { scope: 'openid offline_access', prompt: 'consent' })
+		await oauth.processRefreshTokenResponse(as, app.client, await oauth.refreshTokenGrantRequest(as, app.client, app.auth, tokens.refresh_token ?? '', through(t)))
+		const stored = await t.database.handle.db
+			.select({ model: oauthArtifacts.model })
+			.from(oauthArtifacts)
+			.where(inArray(oauthArtifacts.model, ['AuthorizationCode', 'AccessToken', 'RefreshToken']))
+		expect(new Set(stored.map((row) => row.model))).toEqual(new Set(['AuthorizationCode', 'AccessToken', 'RefreshToken']))
+		// On PGlite this is the connection that stored them: what it commits next waits for the flush again.
+		const rows = await t.database.handle.db.execute(sql`select current_setting('synchronous_commit') as setting`)
+		const [row] = ((rows as unknown as { rows?: Array<{ setting: string }> }).rows ?? (rows as unknown as Array<{ setting: string }>)) as Array<{ setting: string }>
+		expect(row?.setting).toBe('on')
 	})
 })
 
