@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { inArray, sql } from 'drizzle-orm'
+import { eq, inArray, sql } from 'drizzle-orm'
 import * as oauth from 'oauth4webapi'
 import { oauthArtifacts } from '../src/db/schema'
 import { OAUTH_CLIENTS_CHANNEL } from '../src/modules/oauth/clients'
+import { ANONYMOUS_SESSION_SECONDS } from '../src/modules/oauth/provider'
 import { logOutEndedSessionsStep } from '../src/modules/oauth/logout'
 import { UserinfoShortcut } from '../src/modules/oauth/userinfo'
 import { startTestApp, type TestApp } from './support/app'
@@ -461,6 +462,23 @@ describe('device authorization (RFC 8628)', () => {
 
 		const tokens = await oauth.processDeviceCodeResponse(as, device.client, await oauth.deviceCodeGrantRequest(as, device.client, device.auth, started.device_code, through(t)))
 		expect(oauth.getValidatedIdTokenClaims(tokens)?.sub).toBe(account.id)
+	})
+
+	test('a visitor who is not signed in gets a provider session for the page form, kept two hours and not as long as a signed-in one', async () => {
+		const before = new Set((await t.database.handle.db.select({ id: oauthArtifacts.id }).from(oauthArtifacts).where(eq(oauthArtifacts.model, 'Session'))).map((row) => row.id))
+		const { response } = await new Browser(t).visit('/device')
+		expect(response.status).toBe(200)
+		const made = (
+			await t.database.handle.db
+				.select({ id: oauthArtifacts.id, payload: oauthArtifacts.payload, expiresAt: oauthArtifacts.expiresAt })
+				.from(oauthArtifacts)
+				.where(eq(oauthArtifacts.model, 'Session'))
+		).filter((row) => !before.has(row.id))
+		expect(made).toHaveLength(1)
+		expect(made[0]?.payload.accountId).toBeUndefined()
+		const left = ((made[0]?.expiresAt?.getTime() ?? 0) - Date.now()) / 1000
+		expect(left).toBeGreaterThan(ANONYMOUS_SESSION_SECONDS - 60)
+		expect(left).toBeLessThanOrEqual(ANONYMOUS_SESSION_SECONDS + 60)
 	})
 
 	test('a wrong code is refused on the page, in words', async () => {
