@@ -162,6 +162,22 @@ describe('authorization code with PKCE', () => {
 		expect(userinfo.status).toBe(401)
 	})
 
+	test('a code sent twice at once is exchanged once: the other is refused, and the grant ends', async () => {
+		for (let attempt = 0; attempt < 5; attempt++) {
+			const { callback, verifier, state } = await authorize(app)
+			const parameters = oauth.validateAuthResponse(as, app.client, callback, state)
+			const both = await Promise.all([0, 1].map(() => oauth.authorizationCodeGrantRequest(as, app.client, app.auth, parameters, REDIRECT_URI, verifier, through(t))))
+			const statuses = both.map((response) => response.status).sort()
+			expect(statuses).toEqual([200, 400])
+			const refused = both.find((response) => response.status === 400)
+			expect(((await refused?.json()) as { error: string }).error).toBe('invalid_grant')
+			const issued = (await both.find((response) => response.status === 200)?.json()) as { access_token: string }
+			// What the first issued goes with the grant, or is refused for the grant being gone.
+			const userinfo = await t.call('GET', '/oauth2/userinfo', { headers: { authorization: `Bearer ${issued.access_token}` } })
+			expect(userinfo.status).toBe(401)
+		}
+	})
+
 	test('a code issued to one client is refused to another (token substitution)', async () => {
 		const { callback, state, verifier } = await authorize(app)
 		const parameters = oauth.validateAuthResponse(as, app.client, callback, state)

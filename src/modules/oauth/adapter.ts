@@ -182,7 +182,14 @@ export function databaseAdapter(db: Database, clients: ClientMetadataSource, ses
 		})
 		.prepare('latchkey_oauth_insert_made_once')
 	const thisOne = and(eq(oauthArtifacts.model, sql.placeholder('model')), eq(oauthArtifacts.id, sql.placeholder('id')))
-	const consumeArtifact = db.update(oauthArtifacts).set({ consumedAt: sql`now()` }).where(thisOne).prepare('latchkey_oauth_consume')
+	// Only one request consumes a record: two that read it unconsumed at the same time (a code sent twice at once)
+	// both reach here, and the second finds nothing to consume.
+	const consumeArtifact = db
+		.update(oauthArtifacts)
+		.set({ consumedAt: sql`now()` })
+		.where(and(thisOne, isNull(oauthArtifacts.consumedAt)))
+		.returning({ id: oauthArtifacts.id })
+		.prepare('latchkey_oauth_consume')
 	const destroyArtifact = db.delete(oauthArtifacts).where(thisOne).returning({ payload: oauthArtifacts.payload }).prepare('latchkey_oauth_destroy')
 	const revokeGrant = db.delete(oauthArtifacts).where(eq(oauthArtifacts.grantId, sql.placeholder('grantId'))).prepare('latchkey_oauth_revoke_grant')
 
@@ -250,7 +257,17 @@ export function databaseAdapter(db: Database, clients: ClientMetadataSource, ses
 
 		async consume(id: string): Promise<void> {
 			ahead.forget(byKind(this.model, id))
-			await consumeArtifact.execute({ model: this.model, id })
+			const [consumed] = await consumeArtifact.execute({ model: this.model, id })
+			if (consumed) return
+			// Consumed meanwhile by another request (or gone): refused, and its grant ended with all it issued, as the
+			// library does with a code or refresh token it reads consumed (RFC 6749 §4.1.2, RFC 9700 §4.14.2).
+			const grantId = found(this.model, await byId.execute({ model: this.model, key: id }))?.grantId
+			if (typeof grantId === 'string') {
+				ahead.forget(byKind('Grant', grantId))
+				await Promise.all([revokeGrant.execute({ grantId }), destroyArtifact.execute({ model: 'Grant', id: grantId })])
+			}
+			const { errors } = await import('oidc-provider')
+			throw new errors.InvalidGrant(this.model === 'RefreshToken' ? 'refresh token already used' : 'authorization code already consumed')
 		}
 
 		async destroy(id: string): Promise<void> {
