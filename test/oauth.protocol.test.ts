@@ -1,6 +1,9 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { eq, inArray, sql } from 'drizzle-orm'
 import * as oauth from 'oauth4webapi'
+import { oauthArtifacts } from '../src/db/schema'
 import { OAUTH_CLIENTS_CHANNEL } from '../src/modules/oauth/clients'
+import { ANONYMOUS_SESSION_SECONDS } from '../src/modules/oauth/provider'
 import { logOutEndedSessionsStep } from '../src/modules/oauth/logout'
 import { UserinfoShortcut } from '../src/modules/oauth/userinfo'
 import { startTestApp, type TestApp } from './support/app'
@@ -161,6 +164,22 @@ describe('authorization code with PKCE', () => {
 		expect(userinfo.status).toBe(401)
 	})
 
+	test('a code sent twice at once is exchanged once: the other is refused, and the grant ends', async () => {
+		for (let attempt = 0; attempt < 5; attempt++) {
+			const { callback, verifier, state } = await authorize(app)
+			const parameters = oauth.validateAuthResponse(as, app.client, callback, state)
+			const both = await Promise.all([0, 1].map(() => oauth.authorizationCodeGrantRequest(as, app.client, app.auth, parameters, REDIRECT_URI, verifier, through(t))))
+			const statuses = both.map((response) => response.status).sort()
+			expect(statuses).toEqual([200, 400])
+			const refused = both.find((response) => response.status === 400)
+			expect(((await refused?.json()) as { error: string }).error).toBe('invalid_grant')
+			const issued = (await both.find((response) => response.status === 200)?.json()) as { access_token: string }
+			// What the first issued goes with the grant, or is refused for the grant being gone.
+			const userinfo = await t.call('GET', '/oauth2/userinfo', { headers: { authorization: `Bearer ${issued.access_token}` } })
+			expect(userinfo.status).toBe(401)
+		}
+	})
+
 	test('a code issued to one client is refused to another (token substitution)', async () => {
 		const { callback, state, verifier } = await authorize(app)
 		const parameters = oauth.validateAuthResponse(as, app.client, callback, state)
@@ -191,6 +210,20 @@ describe('refresh tokens', () => {
 		// The newest one dies with the grant too: whoever replayed may hold it.
 		const after = await oauth.refreshTokenGrantRequest(as, app.client, app.auth, first.refresh_token ?? '', through(t))
 		expect(after.status).toBe(400)
+	})
+
+	test('codes and tokens are stored without waiting for the flush, and that setting ends with their statement', async () => {
+		const { tokens } = await exchange(app, { scope: 'openid offline_access', prompt: 'consent' })
+		await oauth.processRefreshTokenResponse(as, app.client, await oauth.refreshTokenGrantRequest(as, app.client, app.auth, tokens.refresh_token ?? '', through(t)))
+		const stored = await t.database.handle.db
+			.select({ model: oauthArtifacts.model })
+			.from(oauthArtifacts)
+			.where(inArray(oauthArtifacts.model, ['AuthorizationCode', 'AccessToken', 'RefreshToken']))
+		expect(new Set(stored.map((row) => row.model))).toEqual(new Set(['AuthorizationCode', 'AccessToken', 'RefreshToken']))
+		// On PGlite this is the connection that stored them: what it commits next waits for the flush again.
+		const rows = await t.database.handle.db.execute(sql`select current_setting('synchronous_commit') as setting`)
+		const [row] = ((rows as unknown as { rows?: Array<{ setting: string }> }).rows ?? (rows as unknown as Array<{ setting: string }>)) as Array<{ setting: string }>
+		expect(row?.setting).toBe('on')
 	})
 })
 
@@ -491,6 +524,23 @@ describe('device authorization (RFC 8628)', () => {
 
 		const tokens = await oauth.processDeviceCodeResponse(as, device.client, await oauth.deviceCodeGrantRequest(as, device.client, device.auth, started.device_code, through(t)))
 		expect(oauth.getValidatedIdTokenClaims(tokens)?.sub).toBe(account.id)
+	})
+
+	test('a visitor who is not signed in gets a provider session for the page form, kept two hours and not as long as a signed-in one', async () => {
+		const before = new Set((await t.database.handle.db.select({ id: oauthArtifacts.id }).from(oauthArtifacts).where(eq(oauthArtifacts.model, 'Session'))).map((row) => row.id))
+		const { response } = await new Browser(t).visit('/device')
+		expect(response.status).toBe(200)
+		const made = (
+			await t.database.handle.db
+				.select({ id: oauthArtifacts.id, payload: oauthArtifacts.payload, expiresAt: oauthArtifacts.expiresAt })
+				.from(oauthArtifacts)
+				.where(eq(oauthArtifacts.model, 'Session'))
+		).filter((row) => !before.has(row.id))
+		expect(made).toHaveLength(1)
+		expect(made[0]?.payload.accountId).toBeUndefined()
+		const left = ((made[0]?.expiresAt?.getTime() ?? 0) - Date.now()) / 1000
+		expect(left).toBeGreaterThan(ANONYMOUS_SESSION_SECONDS - 60)
+		expect(left).toBeLessThanOrEqual(ANONYMOUS_SESSION_SECONDS + 60)
 	})
 
 	test('a wrong code is refused on the page, in words', async () => {

@@ -299,6 +299,17 @@ export async function providerSection<M extends LoadResult, R>(bench: ProviderBe
 		const accounts = await sql<{ id: string; email: string }[]>`
 			select id, email from users where email like 'user%@example.test' and status = 'active' order by created_at limit ${BROWSERS}`
 		if (accounts.length < BROWSERS) throw new Error(`the bench database has ${accounts.length} active seeded accounts; ${BROWSERS} are needed`)
+		// The browsers of earlier runs on this database, with their provider sessions and grants: left, every run would
+		// add 256 provider sessions, and the service's 5-second upkeep (logOutEndedSessionsStep) reads them all.
+		const accountIds = accounts.map((account) => account.id)
+		await sql`
+			delete from oauth_artifacts where (model = 'Grant' and payload->>'clientId' = ${CLIENT_ID})
+				or (model = 'Session' and payload->>'latchkeySessionId' in (
+					select s.id::text from sessions s where s.user_id in ${sql(accountIds)} and s.browser_token_hash is not null
+						and not exists (select 1 from refresh_tokens r where r.session_id = s.id)))`
+		await sql`
+			delete from sessions s where s.user_id in ${sql(accountIds)} and s.browser_token_hash is not null
+				and not exists (select 1 from refresh_tokens r where r.session_id = s.id)`
 		const browsers: Browser[] = []
 		for (const account of accounts) {
 			const token = opaque()

@@ -116,6 +116,9 @@ export const accountClaims = (user: AccountRecord): { sub: string } & Record<str
 })
 
 /** An account id as Latchkey makes them; any other `sub` names no account (and is never sent to the database). */
+/** How long a provider session with no account is kept (ttl.Session). */
+export const ANONYMOUS_SESSION_SECONDS = 2 * 3600
+
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 
 /** The most of a client's document (its JWKS, its sector identifier) that is read. */
@@ -322,7 +325,10 @@ function createProvider(library: Library, deps: ProviderDeps): Provider {
 			IdToken: settings.accessTokenTtlSeconds,
 			RefreshToken: settings.refreshTokenTtlSeconds,
 			Grant: settings.refreshTokenTtlSeconds,
-			Session: settings.refreshTokenTtlSeconds,
+			// A session with no account holds only a form's anti-forgery secret (the device page's, the sign-out
+			// question's), and any visitor makes one with a GET: kept two hours, not a signed-in session's lifetime.
+			// Two, so that one it is not written again for (its expiry slid by under an hour, adapter.ts) has an hour left.
+			Session: (_ctx, session) => (session.accountId ? settings.refreshTokenTtlSeconds : ANONYMOUS_SESSION_SECONDS),
 			Interaction: 3600,
 			DeviceCode: 600,
 		},
