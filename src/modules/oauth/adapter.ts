@@ -109,6 +109,13 @@ const storedSession = (id: string) => `Session stored ${id}`
  */
 const SESSION_SLIDE_SECONDS = 3600
 
+/** What a record consumed by another request is called in the refusal (as the library words its own refusals). */
+const CONSUMED: Record<string, string> = {
+	AuthorizationCode: 'authorization code already consumed',
+	RefreshToken: 'refresh token already used',
+	DeviceCode: 'device code already consumed',
+}
+
 export function databaseAdapter(db: Database, clients: ClientMetadataSource, sessionEnded: SessionEnded, ahead: ReadAhead) {
 	// Prepared once (the SQL is not rebuilt per request; PostgreSQL plans it once per connection): a record of a
 	// kind by id, by user code or by uid, still unexpired, with whether a provider session's Latchkey session is live.
@@ -267,7 +274,7 @@ export function databaseAdapter(db: Database, clients: ClientMetadataSource, ses
 				await Promise.all([revokeGrant.execute({ grantId }), destroyArtifact.execute({ model: 'Grant', id: grantId })])
 			}
 			const { errors } = await import('oidc-provider')
-			throw new errors.InvalidGrant(this.model === 'RefreshToken' ? 'refresh token already used' : 'authorization code already consumed')
+			throw new errors.InvalidGrant(CONSUMED[this.model] ?? 'grant already used')
 		}
 
 		async destroy(id: string): Promise<void> {
