@@ -4,7 +4,7 @@
  * /auth/recovery-requests, /auth/password-resets, /auth/verification-requests, /auth/email-verifications),
  * so the rules are the API's: one answer whatever the address, the resend interval, single-use proofs, the
  * password policy, the /auth budget. The link's token is posted here as /pages/link-token.js puts it in the
- * form (the script itself runs in Chromium in pages.account-mail.browser.test.ts).
+ * form (the script itself runs in Chromium in pages.account-mail.browser.ts).
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { and, eq } from 'drizzle-orm'

@@ -1,7 +1,7 @@
 /**
  * The /sign-in page's other ways in, through HTTP as a browser without script sends them: a code by mail,
  * an identity provider (a real one: oidc-provider on a loopback port), and a passkey's answer (a software
- * authenticator; the button itself is driven in Chromium by pages.passkey.browser.test.ts). Each ends as the
+ * authenticator; the button itself is driven in Chromium by pages.sign-in-ways.browser.ts). Each ends as the
  * password form does: the browser's session cookie and return_to, or the second factor when one is owed.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'

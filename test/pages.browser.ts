@@ -112,7 +112,7 @@ describe('with the keyboard alone', () => {
 
 describe('axe-core finds no serious or critical violation', () => {
 	for (const { width, scheme } of VIEW_STATES)
-		test(`on every page and state at ${width} px, ${scheme}`, async () => {
+		test.concurrent(`on every page and state at ${width} px, ${scheme}`, async () => {
 			const account: Account = await signUp(t)
 			const { secret } = await enrollTotp(t, account)
 			const context = await contextIn(browser, { width, scheme })
@@ -201,7 +201,7 @@ describe('the OpenID Provider’s pages: axe-core finds no serious or critical v
 		{ width: 1280, scheme: 'dark' },
 	]
 	for (const { width, scheme } of states)
-		test(`consent, device code, the provider's sign-out question and its error page at ${width} px, ${scheme}`, async () => {
+		test.concurrent(`consent, device code, the provider's sign-out question and its error page at ${width} px, ${scheme}`, async () => {
 			const account = await signUp(t)
 			const client = await registerClient(t, { type: 'public', firstParty: false, name: 'Acme Notes' })
 			const context = await contextIn(browser, { width, scheme })

@@ -145,7 +145,7 @@ test('a provider’s button goes through the provider and back as the browser’
 
 describe('axe-core finds no serious or critical violation on the other ways in', () => {
 	for (const { width, scheme } of VIEW_STATES)
-		test(`at ${width} px, ${scheme}`, async () => {
+		test.concurrent(`at ${width} px, ${scheme}`, async () => {
 			const account = await signUp(t)
 			const context = await contextIn(browser, { width, scheme })
 			const { page, violations } = await openPage(context)

@@ -117,7 +117,7 @@ describe('the whole road in Chromium', () => {
 
 describe('axe-core finds no serious or critical violation', () => {
 	for (const { width, scheme } of VIEW_STATES)
-		test(`on sign-up, recovery, password reset and email verification, every state, at ${width} px, ${scheme}`, async () => {
+		test.concurrent(`on sign-up, recovery, password reset and email verification, every state, at ${width} px, ${scheme}`, async () => {
 			const taken = await signUp(t)
 			const email = uniqueEmail('axe')
 			const context = await contextIn(browser, { width, scheme })

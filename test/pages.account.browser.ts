@@ -149,7 +149,7 @@ test('linking a provider on /account/identities goes through the provider and ba
 
 describe('axe-core finds no serious or critical violation on /account', () => {
 	for (const state of VIEW_STATES)
-		test(`at ${state.width} px, ${state.scheme}`, async () => {
+		test.concurrent(`at ${state.width} px, ${state.scheme}`, async () => {
 			// An account with something in every section: an app, an identity, an application, another session.
 			const account = await signUp(t, { name: 'Ada Lovelace' })
 			const { recoveryCodes } = await enrollTotp(t, account, 'Phone')
