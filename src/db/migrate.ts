@@ -23,6 +23,7 @@ import m0019 from '../../drizzle/0019_link_session.sql' with { type: 'text' }
 import m0020 from '../../drizzle/0020_job_claims.sql' with { type: 'text' }
 import m0021 from '../../drizzle/0021_oauth_provider.sql' with { type: 'text' }
 import m0022 from '../../drizzle/0022_email_code_sign_in.sql' with { type: 'text' }
+import m0023 from '../../drizzle/0023_oauth_session_uid.sql' with { type: 'text' }
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core'
 import type * as schema from './schema'
 
@@ -58,6 +59,7 @@ const MIGRATION_SQL: Record<string, string> = {
 	'0020_job_claims': m0020,
 	'0021_oauth_provider': m0021,
 	'0022_email_code_sign_in': m0022,
+	'0023_oauth_session_uid': m0023,
 }
 
 export interface Migration {
