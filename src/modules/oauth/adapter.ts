@@ -154,40 +154,28 @@ export function databaseAdapter(db: Database, clients: ClientMetadataSource, ses
 		.prepare('latchkey_oauth_session_with_grants')
 
 	// The writes, prepared as the reads are: the library writes a record or two at every request it serves.
-	const upsertArtifact = db
-		.insert(oauthArtifacts)
-		.values({
-			model: sql.placeholder('model'),
-			id: sql.placeholder('id'),
-			grantId: sql.placeholder('grantId'),
-			userCode: sql.placeholder('userCode'),
-			uid: sql.placeholder('uid'),
-			payload: sql.placeholder('payload'),
-			expiresAt: sql`now() + make_interval(secs => ${sql.placeholder('seconds')})`,
-		})
-		.onConflictDoUpdate({
-			target: [oauthArtifacts.model, oauthArtifacts.id],
-			set: { grantId: sql`excluded.grant_id`, userCode: sql`excluded.user_code`, uid: sql`excluded.uid`, payload: sql`excluded.payload`, expiresAt: sql`excluded.expires_at` },
-		})
-		.prepare('latchkey_oauth_upsert')
+	const upsertOf = (model: SQL) =>
+		db
+			.insert(oauthArtifacts)
+			.values({
+				model,
+				id: sql.placeholder('id'),
+				grantId: sql.placeholder('grantId'),
+				userCode: sql.placeholder('userCode'),
+				uid: sql.placeholder('uid'),
+				payload: sql.placeholder('payload'),
+				expiresAt: sql`now() + make_interval(secs => ${sql.placeholder('seconds')})`,
+			})
+			.onConflictDoUpdate({
+				target: [oauthArtifacts.model, oauthArtifacts.id],
+				set: { grantId: sql`excluded.grant_id`, userCode: sql`excluded.user_code`, uid: sql`excluded.uid`, payload: sql`excluded.payload`, expiresAt: sql`excluded.expires_at` },
+			})
+	const upsertArtifact = upsertOf(sql`${sql.placeholder('model')}`).prepare('latchkey_oauth_upsert')
 	// The same insert for MADE_ONCE kinds: `set_config(…, true)` holds for the statement's own transaction, so
 	// that it alone commits without waiting for the flush (a scalar subquery is evaluated once, before the row).
-	const insertMadeOnce = db
-		.insert(oauthArtifacts)
-		.values({
-			model: sql`(select ${sql.placeholder('model')}::text where set_config('synchronous_commit', 'off', true) = 'off')`,
-			id: sql.placeholder('id'),
-			grantId: sql.placeholder('grantId'),
-			userCode: sql.placeholder('userCode'),
-			uid: sql.placeholder('uid'),
-			payload: sql.placeholder('payload'),
-			expiresAt: sql`now() + make_interval(secs => ${sql.placeholder('seconds')})`,
-		})
-		.onConflictDoUpdate({
-			target: [oauthArtifacts.model, oauthArtifacts.id],
-			set: { grantId: sql`excluded.grant_id`, userCode: sql`excluded.user_code`, uid: sql`excluded.uid`, payload: sql`excluded.payload`, expiresAt: sql`excluded.expires_at` },
-		})
-		.prepare('latchkey_oauth_insert_made_once')
+	const insertMadeOnce = upsertOf(sql`(select ${sql.placeholder('model')}::text where set_config('synchronous_commit', 'off', true) = 'off')`).prepare(
+		'latchkey_oauth_insert_made_once',
+	)
 	const thisOne = and(eq(oauthArtifacts.model, sql.placeholder('model')), eq(oauthArtifacts.id, sql.placeholder('id')))
 	// Only one request consumes a record: two that read it unconsumed at the same time (a code sent twice at once)
 	// both reach here, and the second finds nothing to consume.
