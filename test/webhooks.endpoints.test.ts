@@ -264,3 +264,16 @@ describe('pings and the delivery log', () => {
 		await t.call('DELETE', `/api/webhooks/${endpoint.id}`, { token: admin.accessToken })
 	})
 })
+
+describe('a new attempt of a delivery whose job waits for its retry', () => {
+	test('moves that job to now and answers 202 — on PostgreSQL 15 as on PGlite (its wake-up once named an unaliased subquery, a 500 there)', async () => {
+		// An address nothing answers at (WEBHOOK_TIMEOUT_SECONDS caps the wait): the first attempt fails and its job waits for the retry.
+		const endpoint = (await create({ url: 'https://93.184.215.14/hooks', events: ['user.reactivated'] })).body.data
+		const ping = await t.call('POST', `/api/webhooks/${endpoint.id}/pings`, { token: admin.accessToken })
+		expect(ping.status).toBe(202)
+		t.app.decorator.webhookJobs.wake()
+		await t.app.decorator.webhookJobs.idle()
+		const again = await t.call('POST', `/api/webhooks/${endpoint.id}/deliveries/${ping.body.data.deliveryId}/attempts`, { token: admin.accessToken })
+		expect(again.status).toBe(202)
+	})
+})

@@ -71,7 +71,8 @@ export async function runWaitingJobNow(db: Queryable, queue: string, key: string
 		)
 		.returning({ id: jobs.id })
 	if (moved.length === 0) return false
-	await db.execute(wakeUp(sql`(select ${queue}::text as queue)`))
+	// Aliased: PostgreSQL before 16 refuses a subquery in FROM without one (PGlite, a 17, does not).
+	await db.execute(wakeUp(sql`(select ${queue}::text as queue) as moved`))
 	return true
 }
 
