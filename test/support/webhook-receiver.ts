@@ -113,7 +113,10 @@ export class WebhookReceiver {
 		const found = await this.waitFor(matches, count)
 		await Bun.sleep(50)
 		expect(this.received.filter(matches)).toHaveLength(count)
-		return found.map((delivery) => {
+		// In the order they were emitted, not as they arrived: deliveries run in parallel slots, so arrival order is
+		// anyone's (seen on PostgreSQL). The event's timestamp, then its id (a UUIDv7, in order within a millisecond).
+		const emitted = (delivery: ReceivedDelivery) => `${delivery.event.timestamp} ${delivery.id}`
+		return found.toSorted((a, b) => emitted(a).localeCompare(emitted(b))).map((delivery) => {
 			const event = verified(delivery, secret)
 			expect([...Value.Errors(webhookBody(type as keyof typeof WEBHOOK_PAYLOADS), event)].map(({ path, message }) => `${path} ${message}`)).toEqual([])
 			return event
