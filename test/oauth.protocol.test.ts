@@ -552,16 +552,29 @@ describe('device authorization (RFC 8628)', () => {
 	})
 })
 
+/** A client that registered a back-channel logout URI, and a fresh account's browser signed in to it. */
+async function signedInToListeningClient(receiverUrl: string) {
+	const listening = await registerClient(t, { type: 'confidential', firstParty: true, backchannelLogoutUri: receiverUrl })
+	const other = await signUp(t)
+	const browser = new Browser(t, await browserCookie(t, other))
+	const request = await authorizationRequest(as, listening.clientId)
+	const { url } = await browser.visit(request.url.href)
+	return { listening, other, browser, request, url }
+}
+
+/** The logout tokens the job queue delivered, claimed now rather than at the NOTIFY's arrival (on PostgreSQL it comes a moment after the commit): their payloads. */
+async function deliveredLogoutTokens(received: string[]) {
+	t.app.decorator.webhookJobs.wake()
+	await t.app.decorator.webhookJobs.idle()
+	return received.map((token) => JSON.parse(Buffer.from(token.split('.')[1] ?? '', 'base64url').toString()))
+}
+
 describe('back-channel logout', () => {
 	test('signing out through one client sends a logout token to the clients that registered a URI, through the job queue', async () => {
 		const receiver = logoutReceiver()
 		const { received } = receiver
 		try {
-			const listening = await registerClient(t, { type: 'confidential', firstParty: true, backchannelLogoutUri: receiver.url })
-			const other = await signUp(t)
-			const browser = new Browser(t, await browserCookie(t, other))
-			const request = await authorizationRequest(as, listening.clientId)
-			const { url } = await browser.visit(request.url.href)
+			const { listening, other, browser, request, url } = await signedInToListeningClient(receiver.url)
 			const parameters = oauth.validateAuthResponse(as, listening.client, url, request.state)
 			const tokens = await oauth.processAuthorizationCodeResponse(
 				as,
@@ -573,12 +586,9 @@ describe('back-channel logout', () => {
 			logout.search = new URLSearchParams({ id_token_hint: tokens.id_token ?? '' }).toString()
 			const page = await (await browser.visit(logout.href)).response.text()
 			await browser.visit('/oauth2/logout/confirm', formPost({ ...hiddenFields(page, '/oauth2/logout/confirm'), logout: 'yes' }))
-			// Claimed now rather than at the NOTIFY's arrival (on PostgreSQL it comes a moment after the commit).
-			t.app.decorator.webhookJobs.wake()
-			await t.app.decorator.webhookJobs.idle()
-			expect(received).toHaveLength(1)
-			const [, payload] = (received[0] ?? '').split('.').slice(0, 2).map((part) => JSON.parse(Buffer.from(part, 'base64url').toString()))
-			expect(payload).toMatchObject({ iss: ISSUER, aud: listening.clientId, sub: other.id, sid: other.sessionId, events: { 'http://schemas.openid.net/event/backchannel-logout': {} } })
+			const payloads = await deliveredLogoutTokens(received)
+			expect(payloads).toHaveLength(1)
+			expect(payloads[0]).toMatchObject({ iss: ISSUER, aud: listening.clientId, sub: other.id, sid: other.sessionId, events: { 'http://schemas.openid.net/event/backchannel-logout': {} } })
 		} finally {
 			receiver.stop()
 		}
@@ -590,21 +600,14 @@ describe('back-channel logout when the session ends elsewhere', () => {
 		const receiver = logoutReceiver()
 		const { received } = receiver
 		try {
-			const listening = await registerClient(t, { type: 'confidential', firstParty: true, backchannelLogoutUri: receiver.url })
-			const other = await signUp(t)
-			const browser = new Browser(t, await browserCookie(t, other))
-			const request = await authorizationRequest(as, listening.clientId)
-			const { url } = await browser.visit(request.url.href)
+			const { listening, other, url } = await signedInToListeningClient(receiver.url)
 			expect(url.searchParams.get('code')).toBeString()
 			expect((await t.call('DELETE', `/api/users/me/sessions/${other.sessionId}`, { token: other.accessToken })).status).toBe(200)
 			// The schedule's step, run now rather than waited for (it runs every 5 s); other tests' ended sessions end too.
 			expect(await logOutEndedSessionsStep(t.database.handle.db)).toBeGreaterThanOrEqual(1)
-			// Claimed now rather than at the NOTIFY's arrival (on PostgreSQL it comes a moment after the commit).
-			t.app.decorator.webhookJobs.wake()
-			await t.app.decorator.webhookJobs.idle()
-			expect(received).toHaveLength(1)
-			const [, payload] = (received[0] ?? '').split('.').slice(0, 2).map((part) => JSON.parse(Buffer.from(part, 'base64url').toString()))
-			expect(payload).toMatchObject({ aud: listening.clientId, sub: other.id, sid: other.sessionId })
+			const payloads = await deliveredLogoutTokens(received)
+			expect(payloads).toHaveLength(1)
+			expect(payloads[0]).toMatchObject({ aud: listening.clientId, sub: other.id, sid: other.sessionId })
 			// Told once: the library's session is gone.
 			expect(await logOutEndedSessionsStep(t.database.handle.db)).toBe(0)
 		} finally {
