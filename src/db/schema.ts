@@ -74,6 +74,8 @@ export const sessions = pgTable(
 		clientId: text('client_id'),
 		// SHA-256 of the opaque value of the browser cookie `__Host-latchkey-session` (a session made at the pages).
 		browserTokenHash: text('browser_token_hash'),
+		// The organization this session's access tokens speak for (`org` claim), chosen at a refresh; null: none.
+		activeOrganizationId: uuid('active_organization_id').references(() => organizations.id),
 	},
 	(table) => [
 		uniqueIndex('sessions_browser_token_hash_key').on(table.browserTokenHash),
@@ -552,6 +554,90 @@ export const oauthArtifacts = pgTable(
 	],
 )
 
+/** A customer, a team, a tenant: accounts belong to it with roles (API.md, Organizations). Deactivated, never deleted. */
+export const organizations = pgTable(
+	'organizations',
+	{
+		id: uuid('id').primaryKey(),
+		name: text('name').notNull(),
+		// Unique, kebab-case: the check keeps every writer honest.
+		slug: text('slug').notNull(),
+		status: text('status', { enum: ['active', 'deactivated'] }).notNull().default('active'),
+		...timestamps,
+		deactivatedAt: timestamp('deactivated_at', { withTimezone: true, precision: 3 }),
+	},
+	(table) => [
+		uniqueIndex('organizations_slug_key').on(table.slug),
+		// Keyset pages on each sort: (created_at, id) and (name, id), in either direction.
+		index('organizations_created_at_id_idx').on(table.createdAt, table.id),
+		index('organizations_name_id_idx').on(table.name, table.id),
+		// `q`: a substring of name or slug without reading every row.
+		index('organizations_name_trgm_idx').using('gin', sql`${table.name} gin_trgm_ops`),
+		index('organizations_slug_trgm_idx').using('gin', sql`${table.slug} gin_trgm_ops`),
+		check('organizations_slug_kebab', sql`${table.slug} ~ '^[a-z0-9]+(-[a-z0-9]+)*$' and length(${table.slug}) <= 64`),
+	],
+)
+
+/**
+ * The roles an organization's members hold: `owner`, `admin` and `member` built in, more defined by admins,
+ * one set for every organization (Logto's template). `*` in permissions: every permission.
+ */
+export const organizationRoles = pgTable('organization_roles', {
+	name: text('name').primaryKey(),
+	description: text('description').notNull().default(''),
+	permissions: text('permissions').array().notNull().default(sql`'{}'::text[]`),
+	builtIn: boolean('built_in').notNull().default(false),
+	...timestamps,
+})
+
+/** An account's membership of an organization, with its roles (names in organization_roles). */
+export const organizationMembers = pgTable(
+	'organization_members',
+	{
+		organizationId: uuid('organization_id')
+			.notNull()
+			.references(() => organizations.id),
+		userId: uuid('user_id')
+			.notNull()
+			.references(() => users.id),
+		roles: text('roles').array().notNull().default(sql`'{}'::text[]`),
+		joinedAt: timestamp('joined_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
+		updatedAt: timestamp('updated_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
+	},
+	(table) => [
+		primaryKey({ columns: [table.organizationId, table.userId] }),
+		// A member list's keyset page: (joined_at, user_id) within one organization, whatever its size.
+		index('organization_members_org_joined_idx').on(table.organizationId, table.joinedAt, table.userId),
+		// A user's memberships.
+		index('organization_members_user_id_idx').on(table.userId),
+	],
+)
+
+/** An invitation to join an organization, by mail: single use, 7 days, kept by hash only. */
+export const organizationInvitations = pgTable(
+	'organization_invitations',
+	{
+		id: uuid('id').primaryKey(),
+		organizationId: uuid('organization_id')
+			.notNull()
+			.references(() => organizations.id),
+		// Stored trimmed and lower-cased, as users.email.
+		email: text('email').notNull(),
+		roles: text('roles').array().notNull().default(sql`'{}'::text[]`),
+		tokenHash: text('token_hash').notNull(),
+		invitedBy: uuid('invited_by').references(() => users.id),
+		createdAt: timestamp('created_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
+		expiresAt: timestamp('expires_at', { withTimezone: true, precision: 3 }).notNull(),
+		acceptedAt: timestamp('accepted_at', { withTimezone: true, precision: 3 }),
+		acceptedBy: uuid('accepted_by').references(() => users.id),
+		revokedAt: timestamp('revoked_at', { withTimezone: true, precision: 3 }),
+	},
+	(table) => [
+		uniqueIndex('organization_invitations_token_hash_key').on(table.tokenHash),
+		index('organization_invitations_org_created_idx').on(table.organizationId, table.createdAt, table.id),
+	],
+)
+
 export type UserRow = typeof users.$inferSelect
 export type SessionRow = typeof sessions.$inferSelect
 export type AuditEventRow = typeof auditEvents.$inferSelect
@@ -561,3 +647,6 @@ export type FactorRow = typeof factors.$inferSelect
 export type WebhookEndpointRow = typeof webhookEndpoints.$inferSelect
 export type WebhookAttemptRow = typeof webhookAttempts.$inferSelect
 export type OAuthClientRow = typeof oauthClients.$inferSelect
+export type OrganizationRow = typeof organizations.$inferSelect
+export type OrganizationMemberRow = typeof organizationMembers.$inferSelect
+export type OrganizationInvitationRow = typeof organizationInvitations.$inferSelect
