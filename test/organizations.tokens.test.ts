@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
-import { and, eq } from 'drizzle-orm'
-import { organizationMembers, organizationRoles, organizations, sessions } from '../src/db/schema'
+import { and, asc, eq } from 'drizzle-orm'
+import { SignJWT } from 'jose'
+import { auditEvents, organizationMembers, organizationRoles, organizations, sessions } from '../src/db/schema'
 import { problem, startTestApp, type TestApp } from './support/app'
 import { jwtPayload, signUp, type Account } from './support/fixtures'
 import { seedOrganization, type SeededOrganization } from './support/organization-seed'
@@ -104,6 +105,20 @@ describe('switching at a refresh', () => {
 		const res = await refresh(account.refreshToken, organization.id.toUpperCase())
 		expect(res.status).toBe(200)
 		expect(jwtPayload(res.body.data.accessToken).org).toMatchObject({ id: organization.id })
+	})
+
+	test('the refresh’s audit record names the organization switched to (null: none)', async () => {
+		const { account, organization, refreshToken } = await memberWithTokens(['member'])
+		await refresh(refreshToken, null)
+		const rows = await db()
+			.select({ details: auditEvents.details })
+			.from(auditEvents)
+			.where(and(eq(auditEvents.subjectId, account.id), eq(auditEvents.type, 'token.refreshed')))
+			.orderBy(asc(auditEvents.id))
+		expect(rows.map((row) => row.details)).toEqual([
+			{ sessionId: account.sessionId, organizationId: organization.id },
+			{ sessionId: account.sessionId, organizationId: null },
+		])
 	})
 
 	test('switching from one organization to another', async () => {
@@ -234,6 +249,31 @@ describe('checked on every request', () => {
 			.delete(organizationMembers)
 			.where(and(eq(organizationMembers.organizationId, organization.id), eq(organizationMembers.userId, account.id)))
 		expect(await organizationSeen(accessToken)).toBeNull()
+	})
+
+	test('under MFA_REQUIRED the same check holds (the query that also asks about factors)', async () => {
+		const strictFactors = await startTestApp({ MFA_REQUIRED: 'admins' }, t.database)
+		try {
+			const { account, organization, accessToken } = await memberWithTokens(['admin'])
+			expect(await organizationSeen(accessToken, strictFactors)).toMatchObject({ id: organization.id, roles: ['admin'] })
+			await db()
+				.delete(organizationMembers)
+				.where(and(eq(organizationMembers.organizationId, organization.id), eq(organizationMembers.userId, account.id)))
+			expect(await organizationSeen(accessToken, strictFactors)).toBeNull()
+		} finally {
+			await strictFactors.close()
+		}
+	})
+
+	test('a token whose org is not a well-formed id is served without org, never a 500', async () => {
+		// Only this service signs its tokens: this is the guard's own care for a claim it did not expect.
+		const { accessToken } = await memberWithTokens(['member'])
+		for (const org of [{ id: 'acme' }, 'acme', null, 42, { id: 7 }]) {
+			const token = await new SignJWT({ ...jwtPayload(accessToken), org })
+				.setProtectedHeader({ alg: t.keys.algorithm, typ: 'at+jwt', kid: t.keys.kid })
+				.sign(t.keys.signingKey)
+			expect(await organizationSeen(token)).toBeUndefined()
+		}
 	})
 
 	test('revocation still wins: a revoked session’s token with org is refused', async () => {

@@ -224,7 +224,10 @@ export class AuthService {
 			})
 		if (outcome.kind !== 'issued') throw invalidRefreshToken()
 		const { user, sessionId } = outcome.issued
-		await this.deps.audit.record('token.refreshed', client, { actorId: user.id, subjectId: user.id, details: { sessionId } })
+		// A switch of organization is part of the refresh's record: which one (null: none) the session speaks for now.
+		const details: Record<string, string | null> = { sessionId }
+		if (organizationId !== undefined) details.organizationId = outcome.issued.organization?.id ?? null
+		await this.deps.audit.record('token.refreshed', client, { actorId: user.id, subjectId: user.id, details })
 		return outcome.issued
 	}
 
