@@ -121,6 +121,14 @@ describe('switching at a refresh', () => {
 		])
 	})
 
+	test('a check of the session’s owner (POST /auth/reauthentication) renews the pair with the same org', async () => {
+		const { account, organization, accessToken } = await memberWithTokens(['admin'])
+		const res = await t.call('POST', '/api/auth/reauthentication', { json: { password: account.password }, token: accessToken })
+		expect(res.status).toBe(200)
+		expect(jwtPayload(res.body.data.accessToken).org).toEqual(jwtPayload(accessToken).org)
+		expect(jwtPayload(res.body.data.accessToken).org).toMatchObject({ id: organization.id })
+	})
+
 	test('switching from one organization to another', async () => {
 		const { account, refreshToken } = await memberWithTokens(['member'])
 		const second = await seedOrganization(db(), [{ userId: account.id, roles: ['owner'] }], { name: 'Beta' })
