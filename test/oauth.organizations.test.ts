@@ -7,6 +7,7 @@ import { startTestApp, type TestApp } from './support/app'
 import { signUp, type Account } from './support/fixtures'
 import { authorizationRequest, Browser, browserCookie, discover, ISSUER, REDIRECT_URI, registerClient, through, type RegisteredClient } from './support/oauth'
 import { seedOrganization, type SeededOrganization } from './support/organization-seed'
+import { PageBrowser, type PageResult } from './support/pages'
 
 // The provider's organization scopes, as a relying party (oauth4webapi) sees them: `organizations` lists the
 // account's memberships in the ID token and userinfo; `organization:{id}` asks for tokens of one organization,
@@ -177,5 +178,41 @@ describe('scope organization:{id}', () => {
 		expect(oauth.getValidatedIdTokenClaims(dropped)?.org).toBeUndefined()
 		const introspected = await oauth.processIntrospectionResponse(as, app.client, await oauth.introspectionRequest(as, app.client, app.auth, dropped.access_token, through(t)))
 		expect(introspected.org).toBeUndefined()
+	})
+})
+
+describe('a third-party client', () => {
+	/** Follows redirects on the issuer with a page browser; stops at a page or outside. */
+	async function follow(browser: PageBrowser, first: PageResult): Promise<{ page: PageResult; at: URL }> {
+		let page = first
+		let at = new URL(`${ISSUER}/`)
+		for (let hop = 0; hop < 10 && page.location; hop++) {
+			at = new URL(page.location, at)
+			if (at.origin !== ISSUER) return { page, at }
+			page = await browser.get(at.pathname + at.search)
+		}
+		return { page, at }
+	}
+
+	test('asks consent for organization:{id}, then its tokens carry org; a non-member is refused before any page', async () => {
+		const notes = await registerClient(t, { type: 'confidential', firstParty: false, name: 'Acme Notes', scopes: ALL_SCOPES })
+		const browser = new PageBrowser(t)
+		expect((await browser.signIn(account.email)).status).toBe(303)
+		const request = await authorizationRequest(as, notes.clientId, { scope: `openid organization:${acme.id}` })
+		const { page, at } = await follow(browser, await browser.get(request.url.pathname + request.url.search))
+		expect(at.pathname).toBe('/consent')
+		expect(PageBrowser.decoded(page.html)).toContain(`organization:${acme.id}`)
+		const answered = await browser.post('/consent', { csrf: PageBrowser.field(page.html, 'csrf'), interaction: PageBrowser.field(page.html, 'interaction'), decision: 'allow' })
+		const back = await follow(browser, answered)
+		const parameters = oauth.validateAuthResponse(as, notes.client, back.at, request.state)
+		const response = await oauth.authorizationCodeGrantRequest(as, notes.client, notes.auth, parameters, REDIRECT_URI, request.verifier, through(t))
+		const tokens = await oauth.processAuthorizationCodeResponse(as, notes.client, response, { expectedNonce: request.nonce, requireIdToken: true })
+		expect(oauth.getValidatedIdTokenClaims(tokens)?.org).toMatchObject({ id: acme.id, roles: ['admin'] })
+
+		const stranger = await seedOrganization(db(), [{ userId: (await signUp(t)).id, roles: ['owner'] }])
+		const refused = await authorizationRequest(as, notes.clientId, { scope: `openid organization:${stranger.id}` })
+		const denied = await follow(browser, await browser.get(refused.url.pathname + refused.url.search))
+		expect(denied.at.origin + denied.at.pathname).toBe(REDIRECT_URI)
+		expect(denied.at.searchParams.get('error')).toBe('access_denied')
 	})
 })
