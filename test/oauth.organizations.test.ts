@@ -201,7 +201,7 @@ describe('a third-party client', () => {
 		const request = await authorizationRequest(as, notes.clientId, { scope: `openid organization:${acme.id}` })
 		const { page, at } = await follow(browser, await browser.get(request.url.pathname + request.url.search))
 		expect(at.pathname).toBe('/consent')
-		expect(PageBrowser.decoded(page.html)).toContain(`organization:${acme.id}`)
+		expect(PageBrowser.decoded(page.html)).toContain(`Act for the organization ${acme.id} with your roles in it`)
 		const answered = await browser.post('/consent', { csrf: PageBrowser.field(page.html, 'csrf'), interaction: PageBrowser.field(page.html, 'interaction'), decision: 'allow' })
 		const back = await follow(browser, answered)
 		const parameters = oauth.validateAuthResponse(as, notes.client, back.at, request.state)
