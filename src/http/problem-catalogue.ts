@@ -116,6 +116,12 @@ export const PROBLEM_KINDS = {
 		when: 'the right password for an account whose address is not yet verified, while `EMAIL_VERIFICATION=required` (a wrong password still gets 401)',
 		example: 'Verify your email address first: follow the link or enter the code from the mail',
 	},
+	'not-a-member': {
+		status: 403,
+		title: 'Not a member',
+		when: 'a refresh (`POST /auth/refresh`) asked to switch to an organization the caller is not a member of, or one that is deactivated or unknown (all answered alike)',
+		example: 'You are not a member of an active organization with this id',
+	},
 	'mfa-required': {
 		status: 403,
 		title: 'Second factor required',

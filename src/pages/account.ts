@@ -229,6 +229,8 @@ export function accountPages(deps: AccountDeps, kit: PageKit) {
 	const applicationsPage = async (request: Request, session: BrowserSession, state: SectionState = {}) => {
 		const list = await consents.list(session.user.id)
 		const scopeText = (scope: string) => {
+			const organization = /^organization:(.+)$/.exec(scope)?.[1]
+			if (organization) return text(request, 'consent.scope.organization', { organization })
 			const key = `consent.scope.${scope}`
 			const said = text(request, key)
 			return said === key ? text(request, 'consent.scope.other', { scope }) : said

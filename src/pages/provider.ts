@@ -87,6 +87,9 @@ export function consentPage({ renderer, settings, interactions, browserSessions 
 	const expired = (request: Request, status = 400, error = text(request, 'problem.consent-expired')) =>
 		renderer.page(request, 'problem', { error, back: '/account' }, { title: 'problem.title', status })
 	const scopeText = (request: Request, scope: string) => {
+		// `organization:{id}` is one scope per organization: said with its id.
+		const organization = /^organization:(.+)$/.exec(scope)?.[1]
+		if (organization) return text(request, 'consent.scope.organization', { organization })
 		const key = `consent.scope.${scope}`
 		const found = text(request, key)
 		return found === key ? text(request, 'consent.scope.other', { scope }) : found

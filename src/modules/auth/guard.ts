@@ -90,7 +90,10 @@ export const authGuard = ({ db, keys, jwt, mfaRequired = 'off' }: AuthGuardDeps)
 			throw refusedToken()
 		// A token without `auth_time` (none is issued so) shows no check at all.
 		const authTime = typeof claims.auth_time === 'number' && Number.isFinite(claims.auth_time) ? claims.auth_time : 0
-		const caller = await findCaller({ sub, sid, jti, authTime })
+		// The organization the token speaks for, checked against the membership as it is now (the same query).
+		const org = claims.org as { id?: unknown } | undefined
+		const organizationId = typeof org === 'object' && org !== null && typeof org.id === 'string' && UUID.test(org.id) ? org.id.toLowerCase() : undefined
+		const caller = await findCaller({ sub, sid, jti, authTime, org: organizationId })
 		if (!caller) throw refusedToken()
 		return caller
 	}

@@ -48,15 +48,15 @@ export const authModule = ({ auth, guard, jwt }: AuthModuleDeps) =>
 		.post(
 			'/refresh',
 			async ({ body, client, tokenResponse }) =>
-				envelope(await tokenResponse(await auth.refresh(body.refreshToken, client)), 'Tokens refreshed'),
+				envelope(await tokenResponse(await auth.refresh(body.refreshToken, client, body.organizationId)), 'Tokens refreshed'),
 			{
 				body: AuthModel.refresh,
-				response: { 200: Envelope(AuthModel.tokens), ...problemResponses(400, 'invalid-token', 413, 415, 422, 429, 503) },
+				response: { 200: Envelope(AuthModel.tokens), ...problemResponses(400, 'invalid-token', 'not-a-member', 413, 415, 422, 429, 503) },
 				detail: {
 					operationId: 'refresh',
 					summary: 'Exchange a refresh token for a new pair (rotation)',
 					description:
-						'The presented refresh token stops working. Presenting an already rotated token again revokes the whole session, except for a retry within the grace interval.',
+						'The presented refresh token stops working. Presenting an already rotated token again revokes the whole session, except for a retry within the grace interval. `organizationId` switches the session’s active organization in the same step (`null`: none): the new access token carries `org` for it, 403 `not-a-member` when the caller is not a member of an active organization with that id.',
 					security: [],
 				},
 			},

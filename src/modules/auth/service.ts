@@ -10,6 +10,7 @@ import { recordWebhookEvents } from '../webhooks/outbox'
 import { issueTokenPair, PASSWORD_ONLY, revokeUserSessions, sessionEvent, type Caller, type ClientInfo, type Queryable, type SessionAssurance } from './sessions'
 import { emailNotVerified, holdCredentials, recordLoginLocked, type BrowserBinding, type IssuedSession, type SecondFactorOwed, type SignIn } from './sign-in'
 import { hashRefreshToken } from './tokens'
+import { notAMember, organizationClaimOf } from './organization-claim'
 
 export interface AuthServiceDeps {
 	db: Database
@@ -171,8 +172,13 @@ export class AuthService {
 	 * - the token rotated just before the live one, within the grace interval:
 	 *   a client retry, so the live pair is superseded and a new one issued;
 	 * - any other rotated token: reuse, so the session is revoked.
+	 *
+	 * `organizationId` switches the session's active organization in the same transaction (a UUID: one the caller
+	 * is a member of, and active, else 403 `not-a-member` and nothing changes, the token not spent; null: none;
+	 * undefined: as it was). The new access token's `org` claim is the active organization's membership as it is
+	 * now; one that no longer holds is dropped, and the session forgets it.
 	 */
-	async refresh(refreshToken: string, client: ClientInfo): Promise<IssuedSession> {
+	async refresh(refreshToken: string, client: ClientInfo, organizationId?: string | null): Promise<IssuedSession> {
 		const tokenHash = hashRefreshToken(refreshToken)
 		const outcome = await this.deps.db.transaction(async (tx) => {
 			const [found] = await tx
@@ -189,7 +195,7 @@ export class AuthService {
 
 			if (token.rotatedAt === null) {
 				await tx.update(refreshTokens).set({ rotatedAt: new Date() }).where(eq(refreshTokens.id, token.id))
-				return this.continueSession(tx, user, session, token.id, client)
+				return this.continueSession(tx, user, session, token.id, client, organizationId)
 			}
 			const [live] = await tx
 				.select()
@@ -205,7 +211,7 @@ export class AuthService {
 						.update(sessions)
 						.set({ supersededAccessTokenIds: sql`array_append(${sessions.supersededAccessTokenIds}, ${live.accessTokenId})` })
 						.where(eq(sessions.id, session.id))
-				return this.continueSession(tx, user, session, token.id, client)
+				return this.continueSession(tx, user, session, token.id, client, organizationId)
 			}
 			const revoked = await tx.update(sessions).set({ revokedAt: sql`now()` }).where(eq(sessions.id, session.id)).returning()
 			await recordWebhookEvents(tx, revoked.map((row) => sessionEvent('session.revoked', row, 'token-reuse')))
@@ -218,7 +224,10 @@ export class AuthService {
 			})
 		if (outcome.kind !== 'issued') throw invalidRefreshToken()
 		const { user, sessionId } = outcome.issued
-		await this.deps.audit.record('token.refreshed', client, { actorId: user.id, subjectId: user.id, details: { sessionId } })
+		// A switch of organization is part of the refresh's record: which one (null: none) the session speaks for now.
+		const details: Record<string, string | null> = { sessionId }
+		if (organizationId !== undefined) details.organizationId = outcome.issued.organization?.id ?? null
+		await this.deps.audit.record('token.refreshed', client, { actorId: user.id, subjectId: user.id, details })
 		return outcome.issued
 	}
 
@@ -228,8 +237,14 @@ export class AuthService {
 		session: SessionRow,
 		parentId: string,
 		client: ClientInfo,
+		organizationId: string | null | undefined,
 	) {
 		const sessionId = session.id
+		// A switch is checked under a share lock on the membership: removed or deactivated meanwhile, it waits for
+		// this commit and is then seen by the next request's check. Refused, the transaction (the rotation) rolls back.
+		const wanted = organizationId === undefined ? session.activeOrganizationId : organizationId
+		const organization = wanted ? await organizationClaimOf(tx, user.id, wanted, { lock: organizationId !== undefined }) : undefined
+		if (organizationId && !organization) throw notAMember()
 		const { refreshToken, accessTokenId } = await issueTokenPair(tx, sessionId, parentId)
 		// Sliding lifetime: each refresh token is good for the refresh TTL from its issue.
 		const now = new Date()
@@ -240,10 +255,12 @@ export class AuthService {
 				expiresAt: new Date(now.getTime() + this.deps.refreshTtlSeconds * 1000),
 				ip: client.ip,
 				userAgent: client.userAgent?.slice(0, 512) ?? null,
+				// The active organization as chosen, or none once its membership no longer holds (the claim is dropped).
+				activeOrganizationId: organization?.id ?? null,
 			})
 			.where(eq(sessions.id, sessionId))
 		const assurance: SessionAssurance = { amr: session.amr, aal: session.aal, enrollmentOnly: session.enrollmentOnly }
-		return { kind: 'issued' as const, issued: { user, sessionId, refreshToken, accessTokenId, assurance, authenticatedAt: session.authenticatedAt } }
+		return { kind: 'issued' as const, issued: { user, sessionId, refreshToken, accessTokenId, assurance, authenticatedAt: session.authenticatedAt, organization } }
 	}
 
 	async logout(caller: Caller, scope: LogoutScope, client: ClientInfo): Promise<number> {

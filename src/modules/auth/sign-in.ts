@@ -8,6 +8,7 @@ import type { AuditLog, ClientInfo } from '../audit/service'
 import { toUserResource } from '../users/model'
 import { recordWebhookEvents } from '../webhooks/outbox'
 import type { authGuard } from './guard'
+import { organizationClaimOf, type OrganizationClaim } from './organization-claim'
 import { issueTokenPair, mustHaveFactor, startSession, type BrowserBinding, type Caller, type Queryable, type SessionAssurance } from './sessions'
 
 export type { BrowserBinding }
@@ -33,6 +34,8 @@ export interface IssuedSession {
 	assurance: SessionAssurance
 	/** The session's last sign-in or check of its owner: the token's `auth_time`. */
 	authenticatedAt: Date
+	/** The session's active organization, where its membership holds: the token's `org` claim. */
+	organization?: OrganizationClaim
 }
 
 /** A first step that proved an account with an active factor: no tokens yet. */
@@ -200,7 +203,9 @@ export class SignIn {
 					.returning({ id: refreshTokens.id })
 				const { refreshToken, accessTokenId } = await issueTokenPair(tx, session.id, live?.id ?? null)
 				const assurance: SessionAssurance = { amr: renewed.amr, aal: renewed.aal, enrollmentOnly: caller.assurance.enrollmentOnly && !proof.secondFactor }
-				return { user, sessionId: session.id, refreshToken, accessTokenId, assurance, authenticatedAt: now }
+				// The new pair speaks for the session's active organization as a refresh's would (where it still holds).
+				const organization = renewed.activeOrganizationId ? await organizationClaimOf(tx, user.id, renewed.activeOrganizationId) : undefined
+				return { user, sessionId: session.id, refreshToken, accessTokenId, assurance, authenticatedAt: now, organization }
 			})
 		} catch (error) {
 			if (error === abandoned) return undefined
@@ -248,6 +253,7 @@ export const tokenResponses = ({ guard, jwt }: { guard: ReturnType<typeof authGu
 					amr: issued.assurance.amr,
 					aal: issued.assurance.aal,
 					auth_time: Math.floor(issued.authenticatedAt.getTime() / 1000),
+					...(issued.organization ? { org: issued.organization } : {}),
 				}),
 				refreshToken: issued.refreshToken,
 				tokenType: 'Bearer' as const,

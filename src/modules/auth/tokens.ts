@@ -3,6 +3,7 @@ import { Elysia } from 'elysia'
 import type { Config } from '../../config/env'
 import { digestOf, newOpaqueToken } from '../../crypto/opaque-tokens'
 import type { TokenKeys } from './keys'
+import type { OrganizationClaim } from './organization-claim'
 
 export const ACCESS_TOKEN_TYPE = 'at+jwt'
 /** Leeway for clock skew between this service and its clients' verifiers. */
@@ -18,6 +19,8 @@ export interface AccessClaims {
 	aal: 'aal1' | 'aal2'
 	/** When the session last proved its owner (OpenID Connect Core's `auth_time`, seconds). */
 	auth_time: number
+	/** The session's active organization when the token was issued (API.md, Organizations); checked again on every request. */
+	org?: OrganizationClaim
 }
 
 /**

@@ -1,14 +1,15 @@
 import type { Database } from '../../db/client'
 import type { OAuthClientRow } from '../../db/schema'
 import { prepareTokenWithItsOwn } from './adapter'
-import { accountClaims, CLAIMS_BY_SCOPE } from './provider'
+import { accountClaims, asksForOrganizations, CLAIMS_BY_SCOPE } from './provider'
 
 /*
  * `GET /oauth2/userinfo` in its plain case — a bearer access token in the header, nothing else — answered here in
  * one query, without handing the request to the library (its Koa application and the bridge to it cost several
  * times the read itself). This only ever answers a success, and only when every check the library makes holds on
  * the same rows; anything else — another way of sending the token, DPoP, a browser's cross-origin request, a token
- * with requested claims or an audience, any failed check — returns undefined, and the library answers as always
+ * with requested claims or an audience, a token of the organization scopes (`organizations`, `organization:{id}`: their
+ * claims are memberships, read by the library's claims()), any failed check — returns undefined, and the library answers as always
  * (its own errors, WWW-Authenticate and all). test/oauth.protocol.test.ts holds both answers to be the same.
  */
 
@@ -56,7 +57,8 @@ export class UserinfoShortcut {
 		)
 			return undefined
 		const tokenScopes = new Set(token.scope.split(' '))
-		if (!tokenScopes.has('openid')) return undefined
+		// The organization scopes' claims are memberships read as they are now: the library's own claims() reads them.
+		if (!tokenScopes.has('openid') || asksForOrganizations(token.scope)) return undefined
 		// The grant: this client's, this account's, unexpired, nothing in it rejected.
 		if (row.grant.consumedAt || grant.kind !== 'Grant' || grant.clientId !== clientId || grant.accountId !== accountId || !fresh(grant, now) || grant.rejected !== undefined) return undefined
 		// A token bound to the browser's session lives as long as that session, and the session still names this grant.

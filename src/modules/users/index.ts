@@ -125,7 +125,10 @@ export const usersModule = ({ users, guard }: UsersModuleDeps) =>
 			async ({ params, caller }) => {
 				const userId = targetUserId(params.id, caller)
 				await users.get(userId)
-				return envelope({ items: await users.sessions(userId, caller.sessionId) }, 'Sessions')
+				const items = await users.sessions(userId, caller.sessionId)
+				// The current session shows what the bearer guard found for this request's token's `org`, checked now.
+				const { organization } = caller
+				return envelope({ items: organization === undefined ? items : items.map((item) => (item.current ? { ...item, organization } : item)) }, 'Sessions')
 			},
 			{
 				auth: 'self',

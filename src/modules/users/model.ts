@@ -114,6 +114,23 @@ export namespace UserModel {
 		ip: t.Union([t.String(), t.Null()]),
 		userAgent: t.Union([t.String(), t.Null()]),
 		current: t.Boolean({ description: 'whether this is the session of the token making the request' }),
+		organization: t.Optional(
+			t.Union(
+				[
+					t.Object({
+						id: IssuedId(),
+						slug: t.String({ examples: ['acme'] }),
+						roles: t.Array(t.String(), { examples: [['admin']] }),
+						permissions: t.Array(t.String(), { examples: [['invitations:manage', 'members:manage']] }),
+					}),
+					t.Null(),
+				],
+				{
+					description:
+						'on the current session, when the request’s access token carries an `org` claim: that organization as the membership is now — its current slug, roles and permissions; `null` when it no longer holds (member removed, organization deactivated). Absent otherwise.',
+				},
+			),
+		),
 	})
 
 	export const sessionParams = t.Object({
