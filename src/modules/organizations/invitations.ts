@@ -78,6 +78,7 @@ export namespace InvitationModel {
 				minItems: 1,
 				maxItems: 20,
 				uniqueItems: true,
+				examples: [['member']],
 				description: 'roles the inviter may grant (an `admin` may not grant `owner`); an unknown role is 422',
 			}),
 		},
