@@ -399,6 +399,8 @@ export function createApp({ config, database, keys, oauthKey, log, counters, pee
 				browserSessions,
 				sessionTtlSeconds: config.jwt.refreshTtlSeconds,
 				// /account, on the services of the API's routes on a user's own account (their rules, not copies).
+				// /invitation, on the service of POST /invitation-acceptances.
+				invitations,
 				account: { users, auth, factors, identities: providerSignIn, consents: oauthConsents, email, passwordMinLength: config.password.minLength },
 			}),
 		)
