@@ -384,3 +384,26 @@ describe('INVITATION_URL', () => {
 		}
 	})
 })
+
+describe('the /invitation page over HTTP', () => {
+	test('GET is HTML under the pages’ policy with no inline script, and a sentence for browsers without script', async () => {
+		const res = await t.app.handle(new Request('http://localhost/invitation'))
+		expect(res.status).toBe(200)
+		expect(res.headers.get('content-security-policy')).toContain("script-src 'self'")
+		expect(res.headers.get('cache-control')).toBe('no-store')
+		const html = await res.text()
+		expect(html).toContain('<script src="/pages/invitation.js" defer></script>')
+		expect(html).not.toMatch(/<script>(?!<)/)
+		expect(html).toContain('<noscript><p>This page reads the invitation from its link with script')
+		const script = await t.app.handle(new Request('http://localhost/pages/invitation.js'))
+		expect(script.headers.get('content-type')).toBe('text/javascript; charset=utf-8')
+	})
+
+	test('a POST without a session goes to sign-in, and comes back to /invitation', async () => {
+		const res = await t.app.handle(
+			new Request('http://localhost/invitation', { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: 'http://localhost' }, body: 'token=x' }),
+		)
+		expect(res.status).toBe(303)
+		expect(res.headers.get('location')).toBe('/sign-in?return_to=%2Finvitation')
+	})
+})

@@ -120,6 +120,26 @@ describe('the invitation link in Chromium', () => {
 		await context.close()
 	})
 
+	test('an address not yet confirmed is asked to confirm it first, and nothing is accepted', async () => {
+		const { invitee, token } = await invitedAccount(['member'])
+		await t.database.handle.db.update(users).set({ emailVerifiedAt: null }).where(eq(users.id, invitee.id))
+		const context = await browser.newContext({ viewport: { width: 1280, height: 800 } })
+		const { page, violations } = await openPage(context)
+		const { check, found } = pageStateChecker(page, { width: 1280, scheme: 'light' })
+		await page.goto(`${base}/sign-in?return_to=%2Faccount`)
+		await signInHere(page, invitee.email, `${base}/account`)
+		await openLink(page, token)
+		await page.waitForSelector('#error-summary')
+		expect(await page.textContent('#error-summary')).toContain('Confirm your email address first')
+		expect(await page.isVisible('button[name=accept]')).toBe(false)
+		expect(await page.getAttribute('a.button', 'href')).toBe('/email-verification?return_to=%2Finvitation')
+		await check('invitation-unverified')
+		expect(found).toEqual({ 'invitation-unverified': [] })
+		expect(await isMember(invitee.id)).toBe(false)
+		expect(violations).toEqual([])
+		await context.close()
+	})
+
 	test('without script the page says the link needs it, or a new invitation', async () => {
 		const { token } = await invitedAccount(['member'])
 		const context = await browser.newContext({ javaScriptEnabled: false, viewport: { width: 1280, height: 800 } })

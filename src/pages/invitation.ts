@@ -5,6 +5,7 @@ import { requestContext, type ClientInfo } from '../http/request-context'
 import type { InvitationPreview, InvitationsService } from '../modules/organizations/invitations'
 import { normalizeEmail } from '../modules/users/model'
 import type { BrowserSession } from './browser-sessions'
+import { ACCOUNT_PATHS } from './account'
 import { EMAIL_VERIFICATION_PATHS } from './email-verification'
 import { formOf, redirect, type PageKit } from './kit'
 import type { PageView } from './render'
@@ -95,6 +96,8 @@ export function invitationPages({ invitations }: InvitationPagesDeps, kit: PageK
 				const form = formOf(body)
 				const session = await browserSessions.current(request)
 				if (!session) return redirect(comeBack('/sign-in'))
+				// A session that may only enrol a second factor accepts nothing (as the API refuses its token): enrol first.
+				if (session.enrollmentOnly) return redirect(ACCOUNT_PATHS.security)
 				const denied = refusal(request, form)
 				if (denied === 'cross-site') return crossSitePage(request)
 				if (denied) return page(request, { heading: heading(request), error: problemText(request, denied) }, 403)
