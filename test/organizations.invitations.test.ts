@@ -26,6 +26,7 @@ let admin: Account
 let member: Account
 let outsider: Account
 let org: SeededOrganization
+let webhookSecret: string
 
 const db = () => t.database.handle.db
 
@@ -66,6 +67,7 @@ beforeAll(async () => {
 		json: { url: receiver.url, events: ['invitation.created', 'invitation.accepted', 'member.added'] },
 	})
 	expect(hook.status).toBe(201)
+	webhookSecret = hook.body.data.secret
 	owner = await verifiedAccount('owner')
 	admin = await verifiedAccount('admin')
 	member = await verifiedAccount('member')
@@ -292,12 +294,13 @@ describe('accepting', () => {
 		const again = await accept(invitee, token)
 		expect(again.body).toEqual(problem('invalid-code', 400, '/api/invitation-acceptances', 'The token or code is wrong, used or replaced by a newer one; ask for a new mail'))
 
-		const created = await receiver.waitFor((d) => d.event.type === 'invitation.created' && d.event.data.invitation.id === invitation.id)
-		expect(created[0]?.event.data.invitation).toMatchObject({ id: invitation.id, organizationId: org.id, email: invitee.email, roles: ['admin'], status: 'pending' })
-		const acceptedEvent = await receiver.waitFor((d) => d.event.type === 'invitation.accepted' && d.event.data.invitation.id === invitation.id)
-		expect(acceptedEvent[0]?.event.data).toMatchObject({ userId: invitee.id, invitation: { status: 'accepted' } })
-		const added = await receiver.waitFor((d) => d.event.type === 'member.added' && d.event.data.userId === invitee.id)
-		expect(added[0]?.event.data).toEqual({ organizationId: org.id, userId: invitee.id, roles: ['admin'] })
+		// Signed, once each, and holding the payload the OpenAPI document declares for their type.
+		const [created] = await receiver.documentedEvents('invitation.created', (data) => data.invitation.id === invitation.id, 1, webhookSecret)
+		expect(created?.data.invitation).toMatchObject({ id: invitation.id, organizationId: org.id, email: invitee.email, roles: ['admin'], status: 'pending' })
+		const [acceptedEvent] = await receiver.documentedEvents('invitation.accepted', (data) => data.invitation.id === invitation.id, 1, webhookSecret)
+		expect(acceptedEvent?.data).toMatchObject({ userId: invitee.id, invitation: { status: 'accepted' } })
+		const [added] = await receiver.documentedEvents('member.added', (data) => data.userId === invitee.id, 1, webhookSecret)
+		expect(added?.data).toEqual({ organizationId: org.id, userId: invitee.id, roles: ['admin'] })
 		// Nothing in any event carries the token.
 		expect(receiver.received.some((d) => d.body.includes(token))).toBe(false)
 
