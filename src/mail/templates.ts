@@ -193,7 +193,7 @@ If this was you, check that each of them is yours. ${recoveryLinkText}`,
 	},
 	invitation: {
 		subject: 'You are invited to join {{organizationName}} on {{appName}}',
-		text: `Hello,
+		text: `Hello{{#name}} {{name}}{{/name}},
 
 {{inviter}} invites {{email}} to join the organization {{organizationName}} on {{appName}}{{#roles}} as {{roles}}{{/roles}}. Accept here (sign in, or create an account with this address, first):
 
@@ -201,7 +201,7 @@ If this was you, check that each of them is yours. ${recoveryLinkText}`,
 
 The invitation is valid for {{validFor}} and works once, for this address only. If you do not expect it, ignore this mail.
 `,
-		html: htmlPage(`<p>Hello,</p>
+		html: htmlPage(`<p>Hello{{#name}} {{name}}{{/name}},</p>
 <p>{{inviter}} invites {{email}} to join the organization {{organizationName}} on {{appName}}{{#roles}} as {{roles}}{{/roles}}.</p>
 <p><a href="{{link}}">Accept the invitation</a></p>
 <p>Sign in, or create an account with this address, first. The invitation is valid for {{validFor}} and works once, for this address only. If you do not expect it, ignore this mail.</p>`),
