@@ -422,7 +422,7 @@ describe('the document against the server, for every operation', () => {
 			if (!/\{(sessionId|factorId|identityId)\}/.test(op.path)) {
 				const success = res.status < 300 || (res.status === 302 && op.operation.responses['302'] !== undefined)
 				// A refusal says which and why in the failure's diff.
-				expect({ where: op.where, success, ...(success ? {} : { status: res.status, problem: res.body?.detail}) }).toEqual({ where: op.where, success: true })
+				expect({ where: op.where, success, ...(success ? {} : { status: res.status, problem: res.body?.detail }) }).toEqual({ where: op.where, success: true })
 			}
 			if (res.status === 201 && op.path === '/api/users') expect(res.headers.get('location')).toBe(`/api/users/${res.body.data.id}`)
 			if (res.status === 201 && op.path.endsWith('/factors')) expect(res.headers.get('location')).toMatch(new RegExp(`^/api/users/[0-9a-f-]{36}/factors/${res.body.data.factor.id}$`))
