@@ -46,6 +46,7 @@ import { identitiesModule, oidcModule } from './modules/oidc'
 import { ProviderDirectory } from './modules/oidc/providers'
 import { ProviderSignIn } from './modules/oidc/service'
 import { usersModule } from './modules/users'
+import { invitationRoutes, InvitationsService } from './modules/organizations/invitations'
 import { webhooksModule } from './modules/webhooks'
 import { purgeWebhookLogStep, WebhookDelivery } from './modules/webhooks/delivery'
 import { WEBHOOK_QUEUE } from './modules/webhooks/outbox'
@@ -269,6 +270,8 @@ export function createApp({ config, database, keys, oauthKey, log, counters, pee
 		reauthenticationSeconds: config.reauthenticationSeconds,
 		notices,
 	})
+	// Organization invitations: mailed through the outbox, accepted through the API and the /invitation page.
+	const invitations = new InvitationsService({ db, audit, mailer, templates: mailTemplates, settings: config.mail })
 	// The pages: the browser's own session behind a cookie, on the same sign-in road and sessions as the API.
 	const settings = pageSettings(config)
 	const renderer = pageRenderer ?? new PageRenderer(settings)
@@ -331,6 +334,7 @@ export function createApp({ config, database, keys, oauthKey, log, counters, pee
 		.use(auditModule({ audit, guard }))
 		.use(webhooksModule({ webhooks, guard }))
 		.use(oauthClientsModule({ clients: oauthClients, consents: oauthConsents, guard }))
+		.use(invitationRoutes({ invitations, guard }))
 
 	const app = new Elysia({ name: 'latchkey', normalize: false })
 		// Headers every response carries (the preflight too), then who the client is, then CORS, so that even a
@@ -395,6 +399,8 @@ export function createApp({ config, database, keys, oauthKey, log, counters, pee
 				browserSessions,
 				sessionTtlSeconds: config.jwt.refreshTtlSeconds,
 				// /account, on the services of the API's routes on a user's own account (their rules, not copies).
+				// /invitation, on the service of POST /invitation-acceptances.
+				invitations,
 				account: { users, auth, factors, identities: providerSignIn, consents: oauthConsents, email, passwordMinLength: config.password.minLength },
 			}),
 		)

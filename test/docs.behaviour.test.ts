@@ -7,6 +7,11 @@ import { awayFromStepBoundary, enrollTotp, passwordStep, totpCode } from './supp
 import { PASSWORD, signUp, signUpAdmin, uniqueEmail, type Account } from './support/fixtures'
 import { FlowBrowser, pkcePair, TestOpenIdProvider } from './support/oidc-provider'
 import { SoftAuthenticator } from './support/soft-authenticator'
+import { seedOrganization } from './support/organization-seed'
+import { organizationInvitations, users } from '../src/db/schema'
+import { newOpaqueToken } from '../src/crypto/opaque-tokens'
+import { invitationTokenHash } from '../src/modules/organizations/invitations'
+import { eq, sql } from 'drizzle-orm'
 
 /*
  * The OpenAPI document against the server's answers: for every operation it
@@ -97,6 +102,24 @@ async function realOAuthPath(path: string, admin: Account): Promise<string | und
 	return `/api/users/me/consents/${created.body.data.clientId}`
 }
 
+/** A pending invitation of a fresh organization to `email`, written straight in; its token, which the mail would carry. */
+async function pendingInvitation(email: string): Promise<{ organizationId: string; invitationId: string; token: string }> {
+	const { id: organizationId } = await seedOrganization(t.database.handle.db, [])
+	const token = newOpaqueToken()
+	const invitationId = Bun.randomUUIDv7()
+	await t.database.handle.db
+		.insert(organizationInvitations)
+		.values({ id: invitationId, organizationId, email, roles: ['member'], tokenHash: invitationTokenHash(token), expiresAt: sql`now() + interval '1 day'` })
+	return { organizationId, invitationId, token }
+}
+
+/** On the app that is up, an invitation operation's path names an organization (a site admin acts as its owner) and an invitation of its own. */
+async function realInvitationPath(path: string): Promise<string | undefined> {
+	if (!path.startsWith('/api/organizations/{id}/invitations')) return undefined
+	const { organizationId, invitationId } = await pendingInvitation(uniqueEmail('invited'))
+	return path.replace('{id}', organizationId).replace('{invitationId}', invitationId)
+}
+
 const OAUTH_CLIENT = { name: 'Acme Dashboard', redirectUris: ['https://app.example.com/callback'] }
 
 /** Bodies that the operation accepts from this caller: schema examples would sign up a taken email or log in nobody. */
@@ -122,6 +145,11 @@ const OWN_BODIES: Record<string, (caller: Account) => Record<string, unknown> | 
 		return { email: caller.email, code: /^(\d{6})$/m.exec((await loggedMail(t, caller.email, 10_000, 'sign-in')).text)?.[1] ?? 'no code' }
 	},
 	enrollFactor: () => ({ type: 'totp', name: 'Phone' }),
+	// An invitation of the caller's own (verified) address, with its token.
+	acceptOrganizationInvitation: async (caller) => {
+		await t.database.handle.db.update(users).set({ emailVerifiedAt: sql`now()` }).where(eq(users.id, caller.id))
+		return { token: (await pendingInvitation(caller.email)).token }
+	},
 	// The second-factor steps, each for a fresh account that has the factor (on the app that is up).
 	completeMfa: async () => {
 		const account = await signUp(t)
@@ -213,7 +241,7 @@ async function send(
 ): Promise<CallResult> {
 	const account = caller ?? (await signUpAdmin(t))
 	const { query = '', options = {} } = await build(account)
-	const path = app === t ? ((await realOAuthPath(op.path, account)) ?? (await realWebhookPath(op.path, account))) : concretePath(op.path)
+	const path = app === t ? ((await realOAuthPath(op.path, account)) ?? (await realInvitationPath(op.path)) ?? (await realWebhookPath(op.path, account))) : concretePath(op.path)
 	return app.call(op.method.toUpperCase(), `${path}${query}`, { token: account.accessToken, ...options })
 }
 

@@ -66,7 +66,7 @@ describe('the built-in templates', () => {
 		})
 
 	test('the exact subjects of the built-in kinds', () => {
-		expect(MAIL_KINDS.map((kind) => templates.render(kind, view({ change: 'A passkey was added' })).subject)).toEqual([
+		expect(MAIL_KINDS.map((kind) => templates.render(kind, view({ change: 'A passkey was added', organizationName: 'Orbital' })).subject)).toEqual([
 			'Confirm your email address for Acme Vault',
 			'Reset your Acme Vault password',
 			'Confirm your new email address for Acme Vault',
@@ -75,7 +75,21 @@ describe('the built-in templates', () => {
 			'Acme Vault: A passkey was added',
 			'Your Acme Vault account was recovered: the ways in that remain',
 			'Your Acme Vault sign-in code',
+			'You are invited to join Orbital on Acme Vault',
 		])
+	})
+
+	test('invitation: the organization, the roles, who invited, the link on a line of its own; names made one safe line', () => {
+		const v = view({ name: '', organizationName: 'Orbital\nBcc: x', roles: 'admin, member', inviter: 'Grace <grace@example.test>', link: 'https://app.example.test/invitation#token=AbC-123_xyz', validFor: '168 hours' })
+		const mail = templates.render('invitation', v)
+		expect(mail.subject).toBe('You are invited to join Orbital Bcc: x on Acme Vault'.replace('Bcc:', `Bcc:${ZWSP}`))
+		expect(mail.text).toStartWith('Hello,\n')
+		expect(mail.text).toContain(`Grace <grace@${ZWSP}example.${ZWSP}test> invites ada@example.test to join the organization Orbital Bcc:${ZWSP} x on Acme Vault as admin, member.`)
+		expect(mail.text.split('\n')).toContain(v.link as string)
+		expect(mail.text).toContain('valid for 168 hours and works once, for this address only')
+		expect(mail.html).toContain(`<a href="${inHtml(v.link as string)}">Accept the invitation</a>`)
+		expect(mail.html).toContain('Grace &lt;grace@')
+		expect(mail.html).not.toContain('{{')
 	})
 
 	test('sign-in carries the code in both parts, its lifetime, and no link', () => {

@@ -139,6 +139,7 @@ export const EnvSchema = T.Object({
 		description: 'sign-in with a 6-digit code mailed to the account (POST /auth/sign-in-codes, then /auth/email-code); `false`: both routes are unknown (404)',
 	}),
 	RECOVERY_URL: T.Optional(T.String({ pattern: '^https?://[^\\s#]+$', description: 'the page that mail notices of a way in added or removed link to (default {APP_URL}/recovery with APP_URL, else {PUBLIC_URL}/recovery)' })),
+	INVITATION_URL: T.Optional(T.String({ pattern: '^https?://[^\\s#]+$', description: "the page that takes an organization invitation's token, in the fragment (default {APP_URL}/invitation with APP_URL, else {PUBLIC_URL}/invitation)" })),
 	RECOVERY_REVIEW_SECONDS: zeroOrMore(
 		604_800,
 		'passkeys and linked identities added within this before a recovery, from a session without a second factor, are removed by it (`0`: none)',
@@ -542,6 +543,8 @@ function mailConfig(env: Env, production: boolean) {
 		/** Sign-in with a code mailed to the account (EMAIL_CODE_SIGN_IN). */
 		codeSignIn: env.EMAIL_CODE_SIGN_IN,
 		recoveryUrl: env.RECOVERY_URL ?? page('recovery', 'recovery'),
+		/** The page an organization invitation's mail links to, its token in the fragment (INVITATION_URL). */
+		invitationUrl: env.INVITATION_URL ?? page('invitation', 'invitation'),
 		recoveryReviewSeconds: env.RECOVERY_REVIEW_SECONDS,
 		/** Without SMTP in development and tests, each mail goes to the log instead. */
 		toLog: env.SMTP_URL === undefined && !production,

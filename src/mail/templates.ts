@@ -4,7 +4,7 @@ import Mustache from 'mustache'
 import { mailLine } from './safe-text'
 
 /** The mails the service sends; each has a subject, a plain-text and an HTML template. */
-export const MAIL_KINDS = ['verification', 'recovery', 'email-change', 'email-change-notice', 'reauthentication', 'way-in-notice', 'recovery-review', 'sign-in'] as const
+export const MAIL_KINDS = ['verification', 'recovery', 'email-change', 'email-change-notice', 'reauthentication', 'way-in-notice', 'recovery-review', 'sign-in', 'invitation'] as const
 export type MailKind = (typeof MAIL_KINDS)[number]
 
 const PARTS = ['subject', 'text', 'html'] as const
@@ -34,6 +34,10 @@ export interface MailView {
 	removed?: string[]
 	removedAny?: boolean
 	remaining?: string[]
+	/** Invitation: the organization, the roles it offers ("admin, member"), and who invited (their name, or their address). */
+	organizationName?: string
+	roles?: string
+	inviter?: string
 }
 
 export interface RenderedMail {
@@ -187,6 +191,21 @@ If this was you, check that each of them is yours. ${recoveryLinkText}`,
 <ul>{{#remaining}}<li>{{.}}</li>{{/remaining}}</ul>
 <p>If this was you, check that each of them is yours. If this was not you, someone may have your password or your mailbox: <a href="{{link}}">recover your account at once</a>.</p>`),
 	},
+	invitation: {
+		subject: 'You are invited to join {{organizationName}} on {{appName}}',
+		text: `Hello{{#name}} {{name}}{{/name}},
+
+{{inviter}} invites {{email}} to join the organization {{organizationName}} on {{appName}}{{#roles}} as {{roles}}{{/roles}}. Accept here (sign in, or create an account with this address, first):
+
+{{link}}
+
+The invitation is valid for {{validFor}} and works once, for this address only. If you do not expect it, ignore this mail.
+`,
+		html: htmlPage(`<p>Hello{{#name}} {{name}}{{/name}},</p>
+<p>{{inviter}} invites {{email}} to join the organization {{organizationName}} on {{appName}}{{#roles}} as {{roles}}{{/roles}}.</p>
+<p><a href="{{link}}">Accept the invitation</a></p>
+<p>Sign in, or create an account with this address, first. The invitation is valid for {{validFor}} and works once, for this address only. If you do not expect it, ignore this mail.</p>`),
+	},
 	'sign-in': {
 		subject: 'Your {{appName}} sign-in code',
 		text: `Hello{{#name}} {{name}}{{/name}},
@@ -238,7 +257,12 @@ export class MailTemplates {
 	 * 100 characters, never a link).
 	 */
 	render(kind: MailKind, given: MailView): RenderedMail {
-		const view = { ...given, name: mailLine(given.name) }
+		const view = {
+			...given,
+			name: mailLine(given.name),
+			...(given.organizationName === undefined ? {} : { organizationName: mailLine(given.organizationName) }),
+			...(given.inviter === undefined ? {} : { inviter: mailLine(given.inviter) }),
+		}
 		const plain = { escape: (value: unknown) => String(value) }
 		const { subject, text, html } = this.templates[kind]
 		return {

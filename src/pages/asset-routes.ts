@@ -2,7 +2,7 @@ import { Elysia } from 'elysia'
 import type { PageRenderer } from './render'
 
 /** The pages' stylesheets and scripts: served from memory, cached briefly (a PAGES_DIR change shows after a restart). */
-export const ASSET_PATHS = { styles: '/pages/styles.css', theme: '/pages/theme.css', passkeysScript: '/pages/passkeys.js', linkTokenScript: '/pages/link-token.js' } as const
+export const ASSET_PATHS = { styles: '/pages/styles.css', theme: '/pages/theme.css', passkeysScript: '/pages/passkeys.js', linkTokenScript: '/pages/link-token.js', invitationScript: '/pages/invitation.js' } as const
 
 const asset = (body: string, contentType: string) => new Response(body, { headers: { 'content-type': `${contentType}; charset=utf-8`, 'cache-control': 'public, max-age=300' } })
 
@@ -12,4 +12,5 @@ export function pageAssets(renderer: PageRenderer) {
 		.get(ASSET_PATHS.theme, () => asset(renderer.theme, 'text/css'))
 		.get(ASSET_PATHS.passkeysScript, () => asset(renderer.passkeysScript, 'text/javascript'))
 		.get(ASSET_PATHS.linkTokenScript, () => asset(renderer.linkTokenScript, 'text/javascript'))
+		.get(ASSET_PATHS.invitationScript, () => asset(renderer.invitationScript, 'text/javascript'))
 }

@@ -13,6 +13,7 @@ import { SIGN_OUT_PATHS, signOutPages } from './sign-out'
 import { SIGN_UP_PATHS, signUpPages, type SignUpDeps } from './sign-up'
 import { RECOVERY_PATHS, recoveryPages, type RecoveryDeps } from './recovery'
 import { EMAIL_VERIFICATION_PATHS, emailVerificationPages, type EmailVerificationDeps } from './email-verification'
+import { INVITATION_PATHS, invitationPages, type InvitationPagesDeps } from './invitation'
 
 export { BrowserSessions, SESSION_COOKIE, type BrowserSession } from './browser-sessions'
 export { pageHeaders, PageRenderer, PageSetupError } from './render'
@@ -29,6 +30,7 @@ export const PAGE_PATHS: ReadonlySet<string> = new Set([
 	...Object.values(SIGN_UP_PATHS),
 	...Object.values(RECOVERY_PATHS),
 	...Object.values(EMAIL_VERIFICATION_PATHS),
+	...Object.values(INVITATION_PATHS),
 	...Object.values(SIGN_OUT_PATHS),
 	...Object.values(ACCOUNT_PATHS),
 	...Object.values(ASSET_PATHS),
@@ -46,6 +48,8 @@ export interface PagesDeps extends SignInDeps, Omit<SignUpDeps, 'email'> {
 	sessionTtlSeconds: number
 	/** /account's services: those of the API's routes on a user's own account. */
 	account: AccountDeps
+	/** /invitation: POST /invitation-acceptances's service. */
+	invitations: InvitationPagesDeps['invitations']
 }
 
 /** The pages: sign-in (every way in), sign-up, recovery, a mail's proof, the account's landing, sign-out; and their stylesheets and scripts. */
@@ -57,6 +61,7 @@ export function pages(deps: PagesDeps) {
 		.use(signUpPages(deps, kit))
 		.use(recoveryPages(deps, kit))
 		.use(emailVerificationPages(deps, kit))
+		.use(invitationPages(deps, kit))
 		.use(signOutPages(kit))
 		.use(accountPages(deps.account, kit))
 }

@@ -3,6 +3,7 @@ import { join } from 'node:path'
 import Mustache from 'mustache'
 import Negotiator from 'negotiator'
 import linkTokenScript from './assets/link-token.page.js' with { type: 'text' }
+import invitationScript from './assets/invitation.page.js' with { type: 'text' }
 import passkeysScript from './assets/passkeys.page.js' with { type: 'text' }
 import styles from './assets/styles.css' with { type: 'text' }
 import en from './locales/en.json'
@@ -33,6 +34,7 @@ import signUp from './templates/sign-up.mustache' with { type: 'text' }
 import recovery from './templates/recovery.mustache' with { type: 'text' }
 import passwordReset from './templates/password-reset.mustache' with { type: 'text' }
 import emailVerification from './templates/email-verification.mustache' with { type: 'text' }
+import invitation from './templates/invitation.mustache' with { type: 'text' }
 import type { PageSettings } from './settings'
 
 /*
@@ -71,6 +73,7 @@ const BUILT_IN_TEMPLATES = {
 	recovery,
 	'password-reset': passwordReset,
 	'email-verification': emailVerification,
+	invitation,
 }
 
 /** The templates a page can be rendered from (and PAGES_DIR can replace); `layout` wraps each. */
@@ -207,6 +210,7 @@ export class PageRenderer {
 	readonly passkeysScript = passkeysScript
 	/** /pages/link-token.js: puts a mail link's fragment token in the form of /password-reset and /email-verification. */
 	readonly linkTokenScript = linkTokenScript
+	readonly invitationScript = invitationScript
 	readonly theme: string
 	readonly csp: string
 	private readonly templates: Record<TemplateName, string>

@@ -49,6 +49,10 @@ const EventType = t.Union([
 	t.Literal('oauth-client.secret-rotated'),
 	t.Literal('consent.granted'),
 	t.Literal('consent.revoked'),
+	t.Literal('invitation.created'),
+	t.Literal('invitation.revoked'),
+	t.Literal('invitation.accepted'),
+	t.Literal('member.added'),
 ])
 
 export type AuditEventType = typeof EventType.static

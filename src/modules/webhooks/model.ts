@@ -111,6 +111,20 @@ const FactorData = t.Object({ userId: IssuedId(), factor: FactorModel.factor })
 const IdentityData = t.Object({ userId: IssuedId(), identity: OidcModel.identity })
 const ConsentData = t.Object({ userId: IssuedId(), consent: ConsentModel.consent })
 
+// An organization's invitation as GET /organizations/{id}/invitations/{invitationId} shows it (never its token).
+const InvitationData = t.Object({
+	id: IssuedId(),
+	organizationId: IssuedId(),
+	email: t.String(),
+	roles: t.Array(t.String()),
+	status: t.String(),
+	invitedBy: t.Union([IssuedId(), t.Null()]),
+	createdAt: t.String({ format: 'date-time' }),
+	expiresAt: t.String({ format: 'date-time' }),
+	acceptedAt: t.Union([t.String({ format: 'date-time' }), t.Null()]),
+	revokedAt: t.Union([t.String({ format: 'date-time' }), t.Null()]),
+})
+
 /** The `data` of each event type (API.md: resources as this API shows them, never a secret, hash or token). */
 export const WEBHOOK_PAYLOADS: Record<WebhookEventType | typeof PING_EVENT, { summary: string; data: TSchema }> = {
 	'user.created': { summary: 'An account was created: by sign-up, by an admin, through an identity provider, or at start-up (the first admin)', data: UserData },
@@ -162,6 +176,15 @@ export const WEBHOOK_PAYLOADS: Record<WebhookEventType | typeof PING_EVENT, { su
 	},
 	'consent.granted': { summary: 'A user allowed a client scopes it had not been given before (remembered for the next sign-in)', data: ConsentData },
 	'consent.revoked': { summary: "A user's consent to a client was withdrawn (by the user or an admin); the client's tokens for that user die with it", data: ConsentData },
+	'invitation.created': {
+		summary: 'An owner or admin invited an address to an organization (a mail with the link went, or was already sent within MAIL_RESEND_SECONDS)',
+		data: t.Object({ invitation: InvitationData }),
+	},
+	'invitation.accepted': { summary: 'An invitation was accepted by the account whose verified address it names', data: t.Object({ invitation: InvitationData, userId: IssuedId() }) },
+	'member.added': {
+		summary: 'An account joined an organization (added by an owner or admin, or by accepting an invitation), or was given more roles by an invitation',
+		data: t.Object({ organizationId: IssuedId(), userId: IssuedId(), roles: t.Array(t.String()) }),
+	},
 	[PING_EVENT]: { summary: 'A test from POST /webhooks/{id}/pings, to the pinged endpoint only', data: t.Object({ endpointId: IssuedId() }) },
 }
 

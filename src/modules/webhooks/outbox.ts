@@ -21,6 +21,9 @@ export const WEBHOOK_EVENT_TYPES = [
 	'oauth-client.updated',
 	'consent.granted',
 	'consent.revoked',
+	'invitation.created',
+	'invitation.accepted',
+	'member.added',
 ] as const
 
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number]
