@@ -70,6 +70,12 @@ export function requireOwner(actor: Actor, what: string): void {
 	if (!actor.siteAdmin && !actor.roles.includes('owner')) throw new Forbidden(`Only an organization's owner may ${what}`)
 }
 
+/** Refuses an actor who holds neither the `owner` nor the `admin` role (a site admin passes): who may change the organization itself. */
+export function requireOwnerOrAdmin(actor: Actor, what: string): void {
+	if (!actor.siteAdmin && !actor.roles.includes('owner') && !actor.roles.includes('admin'))
+		throw new Forbidden(`Only an organization's owner or admin may ${what}`)
+}
+
 /** Acts change nothing in a deactivated organization (reads still work). */
 export function requireActive(actor: Actor): void {
 	if (actor.organization.status !== 'active') throw new AppError('conflict', 'This organization is deactivated')
@@ -82,7 +88,8 @@ export function requireActive(actor: Actor): void {
 export async function checkGrantableRoles(db: Reader, actor: Actor, roles: string[], pointer = '/roles'): Promise<void> {
 	const wanted = [...new Set(roles)]
 	const known = wanted.length
-		? await db.select({ name: organizationRoles.name }).from(organizationRoles).where(inArray(organizationRoles.name, wanted))
+		? // FOR KEY SHARE: within the caller's transaction, a role deleted meanwhile waits for it (and then sees the name in use).
+			await db.select({ name: organizationRoles.name }).from(organizationRoles).where(inArray(organizationRoles.name, wanted)).for('key share')
 		: []
 	const unknown = wanted.filter((name) => !known.some((row) => row.name === name))
 	if (unknown.length)

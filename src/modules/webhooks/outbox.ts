@@ -21,6 +21,12 @@ export const WEBHOOK_EVENT_TYPES = [
 	'oauth-client.updated',
 	'consent.granted',
 	'consent.revoked',
+	'organization.created',
+	'organization.updated',
+	'organization.deactivated',
+	'member.added',
+	'member.updated',
+	'member.removed',
 ] as const
 
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number]
