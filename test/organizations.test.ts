@@ -237,6 +237,12 @@ describe('members', () => {
 		expect(added.status).toBe(201)
 		expect(added.body.data).toEqual({ user: { id: outsider.id, email: outsider.email, name: 'Test User' }, roles: ['admin'], joinedAt: ISO })
 		expect(added.headers.get('location')).toBe(`${path}/${outsider.id}`)
+		const located = await t.call('GET', `${path}/${outsider.id}`, { token: member.accessToken })
+		expect(located.body).toEqual({ data: added.body.data, message: 'Member', errors: [] })
+		expect((await t.call('GET', `${path}/${UNKNOWN}`, { token: member.accessToken })).body).toEqual(
+			problem('not-found', 404, `${path}/${UNKNOWN}`, 'This account is not a member of this organization'),
+		)
+		expect((await t.call('GET', `${path}/${member.id}`, { token: (await signUp(t)).accessToken })).body).toEqual(notFound(`${path}/${member.id}`))
 		const twice = await addMember(org.id, outsider.id, ['member'], owner.accessToken)
 		expect(twice.body).toEqual(problem('conflict', 409, path, 'This account is already a member; change its roles with PUT instead'))
 		const another = await signUp(t)

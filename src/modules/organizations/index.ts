@@ -143,6 +143,16 @@ const organizationRoutes = ({ organizations, members, guard }: OrganizationsModu
 				},
 			},
 		)
+		.get('/:id/members/:userId', async ({ params, caller }) => envelope(await members.get(params.id, params.userId, caller), 'Member'), {
+			auth: USER,
+			params: MemberModel.params,
+			response: { 200: MemberEnvelope, ...problemResponses(401, 403, 404, 422, 429) },
+			detail: {
+				operationId: 'getOrganizationMember',
+				summary: 'Read one member (its fellow members, admins)',
+				description: `What the \`Location\` of POST /organizations/{id}/members names. An account that is not a member is 404. ${NOT_FOUND}`,
+			},
+		})
 		.put(
 			'/:id/members/:userId',
 			async ({ params, body, caller, client }) => envelope(await members.setRoles(params.id, params.userId, body.roles, caller, client), 'Member updated'),

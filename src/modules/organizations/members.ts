@@ -53,6 +53,14 @@ export class MembersService {
 		return { ...page, items: page.items.map((row) => toMemberResource(row, row)) }
 	}
 
+	/** One member (members and site admins read it): what POST's `Location` names. */
+	async get(id: string, userId: string, caller: Caller): Promise<MemberResource> {
+		const { db } = this.deps
+		await actorIn(db, caller, id)
+		const current = await memberOf(db, id, userId)
+		return toMemberResource(current, await memberUser(db, userId))
+	}
+
 	/** Adds an account with roles: owners, admins (any role but `owner`) and site admins. */
 	async add(id: string, input: { userId: string; roles: string[] }, caller: Caller, client: ClientInfo): Promise<MemberResource> {
 		return this.deps.db.transaction(async (tx) => {
