@@ -9,7 +9,7 @@ import { WebhookReceiver } from './support/webhook-receiver'
 
 // Organizations, members and organization roles through HTTP (API.md, Organizations): who may do what, each
 // refusal with its problem, the lists, and the events and audit rows of each change. The last owner under
-// parallel requests is organizations.last-owner.test.ts.
+// parallel requests is organizations.races.test.ts.
 
 setDefaultTimeout(60_000)
 

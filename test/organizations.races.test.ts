@@ -5,9 +5,9 @@ import { startTestApp, type CallResult, type TestApp } from './support/app'
 import { signUp, signUpAdmin, type Account } from './support/fixtures'
 import { seedOrganization } from './support/organization-seed'
 
-// The last owner of an organization can be neither removed nor demoted, also when requests race (API.md,
-// Organizations): every membership change takes the organization's row lock, so the count of owners and the change
-// are one step. PGlite runs one query at a time and cannot show a race: run this file on PostgreSQL too
+// Organizations under parallel requests. The last owner can be neither removed nor demoted, also when requests race
+// (API.md, Organizations): every membership change takes the organization's row lock, so the count of owners and the
+// change are one step. A custom role deleted while it is being granted: one of the two wins, never both. PGlite runs one query at a time and cannot show a race: run this file on PostgreSQL too
 // (TEST_DATABASE_URL), where the requests' transactions really overlap.
 
 setDefaultTimeout(120_000)
@@ -101,6 +101,33 @@ describe('the last owner under parallel requests', () => {
 			expect(left).toHaveLength(1)
 			// The one left was refused at least once: the site admin's requests aimed at every owner.
 			expect(answers.filter((answer) => answer.status === 409).length).toBeGreaterThan(0)
+		}
+	})
+})
+
+describe('a custom role deleted while it is granted', () => {
+	test('either the grant or the delete wins, never both: no member is left holding a role that no longer exists', async () => {
+		for (let round = 0; round < 8; round++) {
+			const { organizationId, accounts } = await owners(1)
+			const [owner] = accounts as [Account]
+			const newcomer = await signUp(t)
+			const name = `racing-${Date.now().toString(36)}-${round}`
+			expect((await t.call('POST', '/api/organization-roles', { token: admin.accessToken, json: { name, permissions: ['reports:read'] } })).status).toBe(201)
+			const [granted, deleted] = await Promise.all([
+				t.call('POST', `/api/organizations/${organizationId}/members`, { token: owner.accessToken, json: { userId: newcomer.id, roles: [name] } }),
+				t.call('DELETE', `/api/organization-roles/${name}`, { token: admin.accessToken }),
+			])
+			if (granted.status === 201) expect(deleted.status).toBe(409)
+			else {
+				expect(granted.status).toBe(422)
+				expect(deleted.status).toBe(200)
+			}
+			const holders = await t.database.handle.db
+				.select({ userId: organizationMembers.userId })
+				.from(organizationMembers)
+				.where(sql`${name} = any(${organizationMembers.roles})`)
+			const exists = (await t.call('GET', `/api/organization-roles/${name}`, { token: admin.accessToken })).status === 200
+			expect({ holders: holders.length, exists }).toEqual(granted.status === 201 ? { holders: 1, exists: true } : { holders: 0, exists: false })
 		}
 	})
 })
