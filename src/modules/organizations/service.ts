@@ -11,6 +11,7 @@ import { actorIn, requireActive, requireOwner, requireOwnerOrAdmin } from './acc
 import { afterCursor, decodeCursor, encodeCursor, escapeLike, pageOf } from './lists'
 import {
 	slugFrom,
+	toMemberResource,
 	toOrganizationResource,
 	type CreateOrganizationInput,
 	type ListOrganizationsQuery,
@@ -38,7 +39,7 @@ function translateConstraint(error: unknown): unknown {
 	return error
 }
 
-/** Which organization.* events a change is (the one place that decides it). */
+/** The fields a PUT changed, as `organization.updated` and its audit row name them. */
 function changedFields(before: OrganizationRow, after: OrganizationRow): string[] {
 	return (['name', 'slug'] as const).filter((field) => before[field] !== after[field])
 }
@@ -68,14 +69,13 @@ export class OrganizationsService {
 				.returning()
 			if (!membership) throw new Error('membership insert returned no row')
 			const organization = toOrganizationResource(row)
-			const member = { user: { id: caller.user.id, email: caller.user.email, name: caller.user.name }, roles: membership.roles, joinedAt: membership.joinedAt.toISOString() }
+			const member = toMemberResource(membership, caller.user)
 			await recordWebhookEvents(tx, [
 				{ type: 'organization.created', data: { organization } },
 				{ type: 'member.added', data: { organizationId: row.id, member } },
 			])
-			const who = { actorId: caller.user.id, subjectId: caller.user.id }
 			await this.deps.audit.recordIn(tx, 'organization.created', client, { actorId: caller.user.id, details: { organizationId: row.id, slug: row.slug } })
-			await this.deps.audit.recordIn(tx, 'member.added', client, { ...who, details: { organizationId: row.id, roles: 'owner' } })
+			await this.deps.audit.recordIn(tx, 'member.added', client, { actorId: caller.user.id, subjectId: caller.user.id, details: { organizationId: row.id, roles: 'owner' } })
 			return row
 		})
 	}
@@ -155,23 +155,22 @@ export class OrganizationsService {
 			query.status === undefined ? undefined : eq(organizations.status, query.status),
 			cursor && afterCursor(keyColumn, organizations.id, cursor, descending, !byName),
 		]
-		const base =
+		const order = [direction(keyColumn), direction(organizations.id)]
+		const listed: ListedOrganization[] =
 			memberId === undefined
-				? this.deps.db.select({ organization: organizations }).from(organizations).where(and(...conditions))
-				: this.deps.db
-						.select({ organization: organizations, roles: organizationMembers.roles, joinedAt: organizationMembers.joinedAt })
-						.from(organizationMembers)
-						.innerJoin(organizations, eq(organizations.id, organizationMembers.organizationId))
-						.where(and(eq(organizationMembers.userId, memberId), ...conditions))
-		const rows = (await base.orderBy(direction(keyColumn), direction(organizations.id)).limit(limit + 1)) as Array<{
-			organization: OrganizationRow
-			roles?: string[]
-			joinedAt?: Date
-		}>
-		const listed: ListedOrganization[] = rows.map((row) => ({
-			organization: row.organization,
-			membership: row.roles && row.joinedAt ? { roles: row.roles, joinedAt: row.joinedAt } : null,
-		}))
+				? (await this.deps.db.select().from(organizations).where(and(...conditions)).orderBy(...order).limit(limit + 1)).map((organization) => ({
+						organization,
+						membership: null,
+					}))
+				: (
+						await this.deps.db
+							.select({ organization: organizations, roles: organizationMembers.roles, joinedAt: organizationMembers.joinedAt })
+							.from(organizationMembers)
+							.innerJoin(organizations, eq(organizations.id, organizationMembers.organizationId))
+							.where(and(eq(organizationMembers.userId, memberId), ...conditions))
+							.orderBy(...order)
+							.limit(limit + 1)
+					).map(({ organization, roles, joinedAt }) => ({ organization, membership: { roles, joinedAt } }))
 		return pageOf(listed, limit, ({ organization }) =>
 			encodeCursor(sort, byName ? organization.name : organization.createdAt.toISOString(), organization.id),
 		)
