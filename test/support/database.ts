@@ -55,15 +55,21 @@ function dropping(handle: DatabaseHandle, drop: () => Promise<void>): () => Prom
 const spares: PGlite[] = []
 const SPARES_KEPT = 4
 /** What a migrated database's schema looks like, and its tables: taken from the first one opened. */
-let pristine: Promise<{ fingerprint: string; tables: string[] }> | undefined
+let pristine: Promise<{ fingerprint: string; tables: string[]; seeded: Array<{ table: string; rows: string }> }> | undefined
 
 async function freshPglite(): Promise<PGlite> {
 	const client = await createPglite('memory://', await snapshotTarball())
 	await migrate(pgliteHandle(client, 'test database').db)
-	pristine ??= (async () => ({
-		fingerprint: await schemaFingerprint(client),
-		tables: (await client.query<{ name: string }>(`select format('%I.%I', schemaname, relname) as name from pg_stat_user_tables where schemaname = 'public'`)).rows.map((row) => row.name),
-	}))()
+	pristine ??= (async () => {
+		const tables = (await client.query<{ name: string }>(`select format('%I.%I', schemaname, relname) as name from pg_stat_user_tables where schemaname = 'public'`)).rows.map((row) => row.name)
+		// Rows the migrations themselves write (the built-in organization roles): an emptied database gets them back.
+		const seeded: Array<{ table: string; rows: string }> = []
+		for (const table of tables) {
+			const { rows } = await client.query<{ rows: string | null }>(`select json_agg(t)::text as rows from ${table} t`)
+			if (rows[0]?.rows) seeded.push({ table, rows: rows[0].rows })
+		}
+		return { fingerprint: await schemaFingerprint(client), tables, seeded }
+	})()
 	await pristine
 	return client
 }
@@ -102,11 +108,12 @@ function lend(client: PGlite): TestDatabase {
 /** Empties a given-back database for the next borrower; false when it cannot be (its schema changed, or it does not answer). */
 async function emptied(client: PGlite, channels: Set<string>): Promise<boolean> {
 	const work = (async () => {
-		const { fingerprint, tables } = await pristine!
+		const { fingerprint, tables, seeded } = await pristine!
 		for (const channel of channels) await client.unlisten(channel)
 		if ((await schemaFingerprint(client)) !== fingerprint) return false
 		// Replica mode skips the foreign keys' triggers, so the tables empty in any order.
 		await client.exec(`reset all; select pg_advisory_unlock_all(); set session_replication_role = replica; ${tables.map((table) => `delete from ${table};`).join(' ')} reset session_replication_role;`)
+		for (const { table, rows } of seeded) await client.query(`insert into ${table} select * from json_populate_recordset(null::${table}, $1::json)`, [rows])
 		return true
 	})().catch(() => false)
 	// A transaction the former borrower left open would hold the database: then it is not given back.
