@@ -46,7 +46,11 @@ import { identitiesModule, oidcModule } from './modules/oidc'
 import { ProviderDirectory } from './modules/oidc/providers'
 import { ProviderSignIn } from './modules/oidc/service'
 import { usersModule } from './modules/users'
+import { organizationsModule } from './modules/organizations'
 import { invitationRoutes, InvitationsService } from './modules/organizations/invitations'
+import { MembersService } from './modules/organizations/members'
+import { OrganizationRoles } from './modules/organizations/roles'
+import { OrganizationsService } from './modules/organizations/service'
 import { webhooksModule } from './modules/webhooks'
 import { purgeWebhookLogStep, WebhookDelivery } from './modules/webhooks/delivery'
 import { WEBHOOK_QUEUE } from './modules/webhooks/outbox'
@@ -334,6 +338,14 @@ export function createApp({ config, database, keys, oauthKey, log, counters, pee
 		.use(auditModule({ audit, guard }))
 		.use(webhooksModule({ webhooks, guard }))
 		.use(oauthClientsModule({ clients: oauthClients, consents: oauthConsents, guard }))
+		.use(
+			organizationsModule({
+				organizations: new OrganizationsService({ db, audit, creation: config.organizationCreation }),
+				members: new MembersService({ db, audit }),
+				roles: new OrganizationRoles({ db, audit }),
+				guard,
+			}),
+		)
 		.use(invitationRoutes({ invitations, guard }))
 
 	const app = new Elysia({ name: 'latchkey', normalize: false })

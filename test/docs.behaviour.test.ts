@@ -122,6 +122,30 @@ async function realInvitationPath(path: string): Promise<string | undefined> {
 
 const OAUTH_CLIENT = { name: 'Acme Dashboard', redirectUris: ['https://app.example.com/callback'] }
 
+let organizations = 0
+const uniqueName = (label: string) => `${label}-${Date.now().toString(36)}-${(organizations++).toString(36)}`
+
+/**
+ * On the app that is up, an organization operation's path names an organization of its own, which the caller (an
+ * admin) creates and so owns, and a member's `{userId}` a fresh account added to it as a `member`; a role's
+ * `{name}` a custom role of its own (a DELETE deletes it, a PUT may not change a built-in one).
+ */
+async function realOrganizationPath(path: string, admin: Account): Promise<string | undefined> {
+	if (path.startsWith('/api/organization-roles/{name}')) {
+		const name = uniqueName('role')
+		expect((await t.call('POST', '/api/organization-roles', { token: admin.accessToken, json: { name, permissions: ['reports:read'] } })).status).toBe(201)
+		return path.replace('{name}', name)
+	}
+	if (!path.startsWith('/api/organizations/{id}')) return undefined
+	const created = await t.call('POST', '/api/organizations', { token: admin.accessToken, json: { name: 'Acme', slug: uniqueName('acme') } })
+	expect(created.status).toBe(201)
+	const id = created.body.data.id as string
+	if (!path.includes('{userId}')) return path.replace('{id}', id)
+	const member = await signUp(t)
+	expect((await t.call('POST', `/api/organizations/${id}/members`, { token: admin.accessToken, json: { userId: member.id, roles: ['member'] } })).status).toBe(201)
+	return path.replace('{id}', id).replace('{userId}', member.id)
+}
+
 /** Bodies that the operation accepts from this caller: schema examples would sign up a taken email or log in nobody. */
 const OWN_BODIES: Record<string, (caller: Account) => Record<string, unknown> | undefined | Promise<Record<string, unknown> | undefined>> = {
 	createUser: () => ({ email: uniqueEmail('behaviour'), password: PASSWORD, name: 'Ada Lovelace' }),
@@ -182,6 +206,10 @@ const OWN_BODIES: Record<string, (caller: Account) => Record<string, unknown> | 
 	createWebhook: () => ({ url: WEBHOOK_URL, events: ['user.created'], description: 'CRM sync' }),
 	createOAuthClient: () => ({ ...OAUTH_CLIENT, type: 'confidential' }),
 	replaceOAuthClient: () => OAUTH_CLIENT,
+	// A slug, a role name no one has yet; an account not yet a member of the operation's organization.
+	createOrganization: () => ({ name: 'Acme', slug: uniqueName('acme') }),
+	createOrganizationRole: () => ({ name: uniqueName('role'), permissions: ['reports:read'] }),
+	addOrganizationMember: async () => ({ userId: (await signUp(t)).id, roles: ['member'] }),
 	replaceWebhook: () => ({ url: WEBHOOK_URL, events: ['user.reactivated', 'factor.added'], enabled: true }),
 	// The caller's own password: the check succeeds and renews the caller's session.
 	reauthenticate: (caller) => ({ password: caller.password }),
@@ -241,7 +269,13 @@ async function send(
 ): Promise<CallResult> {
 	const account = caller ?? (await signUpAdmin(t))
 	const { query = '', options = {} } = await build(account)
-	const path = app === t ? ((await realOAuthPath(op.path, account)) ?? (await realInvitationPath(op.path)) ?? (await realWebhookPath(op.path, account))) : concretePath(op.path)
+	const path =
+		app === t
+			? ((await realOAuthPath(op.path, account)) ??
+				(await realInvitationPath(op.path)) ??
+				(await realOrganizationPath(op.path, account)) ??
+				(await realWebhookPath(op.path, account)))
+			: concretePath(op.path)
 	return app.call(op.method.toUpperCase(), `${path}${query}`, { token: account.accessToken, ...options })
 }
 

@@ -70,6 +70,10 @@ export const EnvSchema = T.Object({
 	),
 	SESSIONS_PER_USER_MAX: zeroOrMore(100, 'live sessions per user; a login beyond it revokes the oldest ones (`0`: no cap)'),
 	SIGNUP_ENABLED: T.Boolean({ default: true, description: 'whether anyone may POST /users' }),
+	ORGANIZATION_CREATION: T.Union([T.Literal('admins'), T.Literal('all')], {
+		default: 'admins',
+		description: 'who may POST /organizations: `admins`, or `all` signed-in users',
+	}),
 	PASSWORD_MIN_LENGTH: T.Integer({ minimum: 1, maximum: 256, default: 8, description: 'minimum password length' }),
 	PASSWORD_HASH_MEMORY_KIB: T.Integer({
 		minimum: 1024,
@@ -444,6 +448,8 @@ function toConfig(env: Env, providers: OidcProviderSettings[] = []) {
 			perUserMax: env.SESSIONS_PER_USER_MAX,
 		},
 		signupEnabled: env.SIGNUP_ENABLED,
+		/** ORGANIZATION_CREATION: who may create an organization. */
+		organizationCreation: env.ORGANIZATION_CREATION,
 		password: {
 			minLength: env.PASSWORD_MIN_LENGTH,
 			memoryCost: env.PASSWORD_HASH_MEMORY_KIB,

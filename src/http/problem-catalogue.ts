@@ -173,6 +173,18 @@ export const PROBLEM_KINDS = {
 		when: 'the change would leave no active admin',
 		example: 'The last active admin can be neither deactivated nor demoted',
 	},
+	'last-owner': {
+		status: 409,
+		title: 'Last owner',
+		when: 'the change would leave an organization without an owner (removing or demoting its last `owner`)',
+		example: 'The last owner of an organization can be neither removed nor demoted; make another member an owner first',
+	},
+	'slug-taken': {
+		status: 409,
+		title: 'Slug already taken',
+		when: 'another organization has this slug (deactivated ones included)',
+		example: 'Another organization has this slug',
+	},
 	conflict: {
 		status: 409,
 		title: 'Conflict',

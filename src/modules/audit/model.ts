@@ -49,10 +49,18 @@ const EventType = t.Union([
 	t.Literal('oauth-client.secret-rotated'),
 	t.Literal('consent.granted'),
 	t.Literal('consent.revoked'),
+	t.Literal('organization.created'),
+	t.Literal('organization.updated'),
+	t.Literal('organization.deactivated'),
+	t.Literal('member.added'),
+	t.Literal('member.updated'),
+	t.Literal('member.removed'),
+	t.Literal('organization-role.created'),
+	t.Literal('organization-role.updated'),
+	t.Literal('organization-role.deleted'),
 	t.Literal('invitation.created'),
 	t.Literal('invitation.revoked'),
 	t.Literal('invitation.accepted'),
-	t.Literal('member.added'),
 ])
 
 export type AuditEventType = typeof EventType.static

@@ -88,6 +88,11 @@ const TAGS = [
 		description:
 			'Applications that sign their users in through Latchkey as an OpenID Provider: public ones (browser and native apps, PKCE alone) and confidential ones (servers, with a secret shown once and stored hashed, rotated with a 24-hour overlap). The console’s own client (`latchkey-console`) is built in. For admins; users’ consents to clients are under Users.',
 	},
+	{
+		name: 'Organizations',
+		description:
+			'Organizations (customers, teams, tenants), their members and the organization roles (one set for every organization: `owner`, `admin`, `member` built in). A non-member gets the same 404 as for an unknown id; site admins act as an owner would; the last owner can be neither removed nor demoted (409 `last-owner`).',
+	},
 	{ name: 'Keys', description: 'Public keys that verify access tokens (RFC 7517).' },
 	{ name: 'Health', description: 'Probes; they count against no rate limit.' },
 ]

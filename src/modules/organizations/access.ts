@@ -2,6 +2,7 @@ import { and, eq, inArray } from 'drizzle-orm'
 import type { Queryable } from '../../db/client'
 import { organizationMembers, organizationRoles, organizations, type OrganizationRow } from '../../db/schema'
 import { AppError, Forbidden, NotFound, ValidationFailed } from '../../http/problem'
+import { permissionsOfRoles } from '../auth/organization-claim'
 import type { Caller } from '../auth/sessions'
 
 // Who may do what in an organization: one place, used by every organization route (API.md, Organizations).
@@ -28,13 +29,6 @@ type Reader = Queryable
 
 const notFound = () => new NotFound('No organization has this id')
 
-/** The permissions the named roles give together (unknown names give none). */
-export async function permissionsOf(db: Reader, roles: string[]): Promise<string[]> {
-	if (roles.length === 0) return []
-	const rows = await db.select({ permissions: organizationRoles.permissions }).from(organizationRoles).where(inArray(organizationRoles.name, roles))
-	return [...new Set(rows.flatMap((row) => row.permissions))].sort()
-}
-
 /**
  * The caller as an actor in organization `id`: its member or a site admin. Anyone else, and an unknown id, gets
  * the same 404. A deactivated organization is still found here (its page can be read); `requireActive` refuses acts.
@@ -46,13 +40,14 @@ export async function actorIn(db: Reader, caller: Caller, id: string, options: {
 	const [organization] = await (options.lock ? query.for('update') : query)
 	if (!organization) throw notFound()
 	const [membership] = await db
-		.select({ roles: organizationMembers.roles })
+		// The permissions as the `org` claim computes them: one definition of what roles give.
+		.select({ roles: organizationMembers.roles, permissions: permissionsOfRoles(organizationMembers.roles) })
 		.from(organizationMembers)
 		.where(and(eq(organizationMembers.organizationId, id), eq(organizationMembers.userId, caller.user.id)))
 	const siteAdmin = caller.user.role === 'admin'
 	if (!membership && !siteAdmin) throw notFound()
 	const roles = membership?.roles ?? []
-	const permissions = siteAdmin ? [EVERY_PERMISSION] : await permissionsOf(db, roles)
+	const permissions = siteAdmin ? [EVERY_PERMISSION] : [...new Set(membership?.permissions ?? [])].sort()
 	return { organization, roles, permissions, siteAdmin }
 }
 
@@ -70,6 +65,12 @@ export function requireOwner(actor: Actor, what: string): void {
 	if (!actor.siteAdmin && !actor.roles.includes('owner')) throw new Forbidden(`Only an organization's owner may ${what}`)
 }
 
+/** Refuses an actor who holds neither the `owner` nor the `admin` role (a site admin passes): who may change the organization itself. */
+export function requireOwnerOrAdmin(actor: Actor, what: string): void {
+	if (!actor.siteAdmin && !actor.roles.includes('owner') && !actor.roles.includes('admin'))
+		throw new Forbidden(`Only an organization's owner or admin may ${what}`)
+}
+
 /** Acts change nothing in a deactivated organization (reads still work). */
 export function requireActive(actor: Actor): void {
 	if (actor.organization.status !== 'active') throw new AppError('conflict', 'This organization is deactivated')
@@ -82,7 +83,8 @@ export function requireActive(actor: Actor): void {
 export async function checkGrantableRoles(db: Reader, actor: Actor, roles: string[], pointer = '/roles'): Promise<void> {
 	const wanted = [...new Set(roles)]
 	const known = wanted.length
-		? await db.select({ name: organizationRoles.name }).from(organizationRoles).where(inArray(organizationRoles.name, wanted))
+		? // FOR KEY SHARE: within the caller's transaction, a role deleted meanwhile waits for it (and then sees the name in use).
+			await db.select({ name: organizationRoles.name }).from(organizationRoles).where(inArray(organizationRoles.name, wanted)).for('key share')
 		: []
 	const unknown = wanted.filter((name) => !known.some((row) => row.name === name))
 	if (unknown.length)

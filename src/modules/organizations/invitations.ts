@@ -21,6 +21,7 @@ import { invalidCode, mailUnavailable } from '../email/service'
 import { Email, normalizeEmail } from '../users/model'
 import { recordWebhookEvents, type WebhookEvent } from '../webhooks/outbox'
 import { actorIn, checkGrantableRoles, PERMISSIONS, requireActive, requirePermission } from './access'
+import { toMemberResource } from './model'
 
 /*
  * Organization invitations (API.md "Organizations"): an owner or admin invites an address with roles they may
@@ -343,7 +344,7 @@ export class InvitationsService {
 				: await tx.insert(organizationMembers).values({ organizationId: organization.id, userId: user.id, roles: offered }).returning()
 			if (!member) throw new Error('the membership was not written')
 			const events: WebhookEvent[] = [invitationEvent('invitation.accepted', spent, { userId: user.id })]
-			if (!existing) events.push({ type: 'member.added', data: { organizationId: organization.id, userId: user.id, roles: member.roles } })
+			if (!existing) events.push({ type: 'member.added', data: { organizationId: organization.id, member: toMemberResource(member, user) } })
 			await recordWebhookEvents(tx, events)
 			const details = { invitationId: spent.id, organizationId: organization.id, roles: member.roles.join(',') }
 			await audit.recordIn(tx, 'invitation.accepted', client, { actorId: user.id, subjectId: organization.id, details })

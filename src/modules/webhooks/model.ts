@@ -6,6 +6,7 @@ import { SESSION_END_REASONS } from '../auth/model'
 import { FactorModel } from '../factors/model'
 import { ConsentModel, OAuthClientModel } from '../oauth/model'
 import { OidcModel } from '../oidc/model'
+import { MemberModel, OrganizationModel } from '../organizations/model'
 import { UserModel } from '../users/model'
 import { PING_EVENT, WEBHOOK_EVENT_TYPES, type WebhookEventType } from './outbox'
 
@@ -110,6 +111,8 @@ const WebhookSession = t.Object({
 const FactorData = t.Object({ userId: IssuedId(), factor: FactorModel.factor })
 const IdentityData = t.Object({ userId: IssuedId(), identity: OidcModel.identity })
 const ConsentData = t.Object({ userId: IssuedId(), consent: ConsentModel.consent })
+const OrganizationData = t.Object({ organization: OrganizationModel.organization })
+const MemberData = t.Object({ organizationId: IssuedId(), member: MemberModel.member })
 
 // An organization's invitation as GET /organizations/{id}/invitations/{invitationId} shows it (never its token).
 const InvitationData = t.Object({
@@ -176,15 +179,23 @@ export const WEBHOOK_PAYLOADS: Record<WebhookEventType | typeof PING_EVENT, { su
 	},
 	'consent.granted': { summary: 'A user allowed a client scopes it had not been given before (remembered for the next sign-in)', data: ConsentData },
 	'consent.revoked': { summary: "A user's consent to a client was withdrawn (by the user or an admin); the client's tokens for that user die with it", data: ConsentData },
+	'organization.created': { summary: 'An organization was created (its creator is its first owner: a `member.added` follows)', data: OrganizationData },
+	'organization.updated': {
+		summary: "An organization's name or slug changed",
+		data: t.Object({ organization: OrganizationModel.organization, changed: t.Array(t.Union([t.Literal('name'), t.Literal('slug')]), { description: 'the fields that changed' }) }),
+	},
+	'organization.deactivated': { summary: "An organization was deactivated: its members' organization tokens stop at once", data: OrganizationData },
+	'member.added': { summary: 'An account joined an organization (added by a manager, by accepting an invitation, or as the creator)', data: MemberData },
+	'member.updated': {
+		summary: "A member's roles in an organization changed",
+		data: t.Object({ organizationId: IssuedId(), member: MemberModel.member, previousRoles: t.Array(t.String(), { examples: [['member']] }) }),
+	},
+	'member.removed': { summary: 'A member left or was removed from an organization (`member` as it was)', data: MemberData },
 	'invitation.created': {
 		summary: 'An owner or admin invited an address to an organization (a mail with the link went, or was already sent within MAIL_RESEND_SECONDS)',
 		data: t.Object({ invitation: InvitationData }),
 	},
 	'invitation.accepted': { summary: 'An invitation was accepted by the account whose verified address it names', data: t.Object({ invitation: InvitationData, userId: IssuedId() }) },
-	'member.added': {
-		summary: 'An account joined an organization (added by an owner or admin, or by accepting an invitation), or was given more roles by an invitation',
-		data: t.Object({ organizationId: IssuedId(), userId: IssuedId(), roles: t.Array(t.String()) }),
-	},
 	[PING_EVENT]: { summary: 'A test from POST /webhooks/{id}/pings, to the pinged endpoint only', data: t.Object({ endpointId: IssuedId() }) },
 }
 

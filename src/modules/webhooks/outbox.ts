@@ -21,9 +21,14 @@ export const WEBHOOK_EVENT_TYPES = [
 	'oauth-client.updated',
 	'consent.granted',
 	'consent.revoked',
+	'organization.created',
+	'organization.updated',
+	'organization.deactivated',
+	'member.added',
+	'member.updated',
+	'member.removed',
 	'invitation.created',
 	'invitation.accepted',
-	'member.added',
 ] as const
 
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number]
