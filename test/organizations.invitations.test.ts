@@ -299,8 +299,8 @@ describe('accepting', () => {
 		expect(created?.data.invitation).toMatchObject({ id: invitation.id, organizationId: org.id, email: invitee.email, roles: ['admin'], status: 'pending' })
 		const [acceptedEvent] = await receiver.documentedEvents('invitation.accepted', (data) => data.invitation.id === invitation.id, 1, webhookSecret)
 		expect(acceptedEvent?.data).toMatchObject({ userId: invitee.id, invitation: { status: 'accepted' } })
-		const [added] = await receiver.documentedEvents('member.added', (data) => data.userId === invitee.id, 1, webhookSecret)
-		expect(added?.data).toEqual({ organizationId: org.id, userId: invitee.id, roles: ['admin'] })
+		const [added] = await receiver.documentedEvents('member.added', (data) => data.member.user.id === invitee.id, 1, webhookSecret)
+		expect(added?.data).toEqual({ organizationId: org.id, member: { user: { id: invitee.id, email: invitee.email, name: expect.any(String) }, roles: ['admin'], joinedAt: expect.any(String) } })
 		// Nothing in any event carries the token.
 		expect(receiver.received.some((d) => d.body.includes(token))).toBe(false)
 
@@ -347,7 +347,7 @@ describe('accepting', () => {
 		for (const res of refused) expect(res.body.type).toEndWith('/invalid-code')
 		const rows = await db().select().from(organizationMembers).where(eq(organizationMembers.userId, invitee.id))
 		expect(rows).toHaveLength(1)
-		const added = await receiver.waitFor((d) => d.event.type === 'member.added' && d.event.data.userId === invitee.id)
+		const added = await receiver.waitFor((d) => d.event.type === 'member.added' && d.event.data.member.user.id === invitee.id)
 		expect(added).toHaveLength(1)
 	})
 
@@ -359,7 +359,7 @@ describe('accepting', () => {
 		expect(accepted.status).toBe(200)
 		expect(accepted.body.data.roles).toEqual(['member', 'admin'])
 		await receiver.waitFor((d) => d.event.type === 'invitation.accepted' && d.event.data.invitation.id === res.body.data.id)
-		expect(receiver.received.some((d) => d.event.type === 'member.added' && d.event.data.userId === member.id)).toBe(false)
+		expect(receiver.received.some((d) => d.event.type === 'member.added' && d.event.data.member.user.id === member.id)).toBe(false)
 	})
 
 	test('an invitation of an organization deactivated since is 409', async () => {
