@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from '
 import { createClient, type LatchkeyClient } from '../src/client'
 import { startTestApp, type TestApp } from './support/app'
 import { jwtPayload, PASSWORD, signUpAdmin, uniqueEmail } from './support/fixtures'
+import { loggedMail, signUpVerified } from './support/mail'
 
 // Each file sets its own default: bun applies setDefaultTimeout to the file that calls it.
 setDefaultTimeout(30_000)
@@ -180,5 +181,58 @@ describe('the Eden Treaty client against a listening server', () => {
 		expect(refused.error?.status).toBe(409)
 		const roles = await api.api['organization-roles'].get(auth)
 		expect(roles.data!.data.items.map((role) => role.name)).toContain('owner')
+	})
+
+	test('an organization role, an invitation accepted and a refresh that switches the organization, typed', async () => {
+		const admin = await signUpAdmin(t)
+		const auth = bearer(admin.accessToken)
+		const name = `eden-role-${Date.now().toString(36)}`
+		const role = await api.api['organization-roles'].post({ name, permissions: ['invoices:read'], description: 'Eden' }, auth)
+		expect(role.status).toBe(201)
+		expect(role.data!.data.builtIn).toBe(false)
+		const replaced = await api.api['organization-roles']({ name }).put({ permissions: ['invoices:read', 'invoices:approve'] }, auth)
+		expect(replaced.data!.data.permissions).toEqual(['invoices:read', 'invoices:approve'])
+		const unknown = await api.api['organization-roles']({ name: 'no-such-role' }).get(auth)
+		expect(unknown.error?.status).toBe(404)
+
+		const created = await api.api.organizations.post({ name: 'Eden Team' }, auth)
+		const organization = created.data!.data
+		const invitee = await signUpVerified(t)
+		const invited = await api.api.organizations({ id: organization.id }).invitations.post({ email: invitee.email, roles: [name] }, auth)
+		expect(invited.status).toBe(201)
+		expect(invited.data!.data.status).toBe('pending')
+		const listed = await api.api.organizations({ id: organization.id }).invitations.get({ ...auth, query: { status: 'pending' } })
+		expect(listed.data!.data.items.map((item) => item.id)).toEqual([invited.data!.data.id])
+		const read = await api.api.organizations({ id: organization.id }).invitations({ invitationId: invited.data!.data.id }).get(auth)
+		expect(read.data!.data.email).toBe(invitee.email)
+		const unknownRole = await api.api.organizations({ id: organization.id }).invitations.post({ email: uniqueEmail('eden-x'), roles: ['no-such-role'] }, auth)
+		expect(unknownRole.error?.status).toBe(422)
+
+		const link = (await loggedMail(t, invitee.email, 10_000, 'invitation')).text
+		const token = /#token=([A-Za-z0-9_-]+)/.exec(link)![1]!
+		const accepted = await api.api['invitation-acceptances'].post({ token }, bearer(invitee.accessToken))
+		expect(accepted.status).toBe(200)
+		expect(accepted.data!.data).toMatchObject({ organization: { id: organization.id, slug: organization.slug }, userId: invitee.id, roles: [name] })
+		const spent = await api.api['invitation-acceptances'].post({ token }, bearer(invitee.accessToken))
+		expect(spent.error?.status).toBe(400)
+
+		const mine = await api.api.users({ id: 'me' }).organizations.get(bearer(invitee.accessToken))
+		expect(mine.data!.data.items.map((item) => item.organization.id)).toEqual([organization.id])
+		const switched = await api.api.auth.refresh.post({ refreshToken: invitee.refreshToken, organizationId: organization.id })
+		expect(switched.status).toBe(200)
+		const tokens = switched.data!.data
+		expect(jwtPayload(tokens.accessToken).org).toEqual({ id: organization.id, slug: organization.slug, roles: [name], permissions: ['invoices:approve', 'invoices:read'] })
+		const notMember = await api.api.auth.refresh.post({ refreshToken: tokens.refreshToken, organizationId: crypto.randomUUID() })
+		expect(notMember.error?.status).toBe(403)
+		const cleared = await api.api.auth.refresh.post({ refreshToken: tokens.refreshToken, organizationId: null })
+		expect(jwtPayload(cleared.data!.data.accessToken).org).toBeUndefined()
+
+		const second = await api.api.organizations({ id: organization.id }).invitations.post({ email: uniqueEmail('eden-y'), roles: ['member'] }, auth)
+		const revoked = await api.api.organizations({ id: organization.id }).invitations({ invitationId: second.data!.data.id }).delete(undefined, auth)
+		expect(revoked.data!.data.status).toBe('revoked')
+		const removed = await api.api.organizations({ id: organization.id }).members({ userId: invitee.id }).delete(undefined, auth)
+		expect(removed.status).toBe(200)
+		const roleDeleted = await api.api['organization-roles']({ name }).delete(undefined, auth)
+		expect(roleDeleted.status).toBe(200)
 	})
 })
