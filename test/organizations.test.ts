@@ -382,6 +382,10 @@ describe('lists', () => {
 		const other = await signUp(t)
 		const refused = await t.call('GET', `/api/users/${user.id}/organizations`, { token: other.accessToken })
 		expect(refused.body).toEqual(forbidden(`/api/users/${user.id}/organizations`, 'You may only act on your own account'))
+		// An id no account has is 404 for an admin, as GET /users/{id} is, not an empty page.
+		const nobody = Bun.randomUUIDv7()
+		const unknown = await t.call('GET', `/api/users/${nobody}/organizations`, { token: admin.accessToken })
+		expect({ status: unknown.status, type: unknown.body.type }).toEqual({ status: 404, type: 'https://latchkey.dev/problems/not-found' })
 	})
 
 	test('a cursor of another sort, or no cursor at all, is 400; an unknown sort or parameter is 422', async () => {

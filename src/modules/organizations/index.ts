@@ -264,7 +264,7 @@ const membershipRoutes = ({ organizations, guard }: OrganizationsModuleDeps) =>
 				auth: 'self',
 				params: OrganizationModel.userParams,
 				query: OrganizationModel.listQuery,
-				response: { 200: withResponseHeaders(Envelope(OrganizationModel.membershipPage), 'Link'), ...problemResponses(400, 401, 403, 422, 429) },
+				response: { 200: withResponseHeaders(Envelope(OrganizationModel.membershipPage), 'Link'), ...problemResponses(400, 401, 403, 404, 422, 429) },
 				detail: {
 					operationId: 'listUserOrganizations',
 					summary: "List an account's memberships (the user themself, or an admin)",

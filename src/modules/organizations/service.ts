@@ -2,8 +2,8 @@ import { and, asc, desc, eq, ilike, or, type SQL } from 'drizzle-orm'
 import type { Config } from '../../config/env'
 import type { Database } from '../../db/client'
 import { sqlState } from '../../db/client'
-import { organizationMembers, organizations, type OrganizationMemberRow, type OrganizationRow } from '../../db/schema'
-import { AppError, Forbidden, ValidationFailed } from '../../http/problem'
+import { organizationMembers, organizations, users, type OrganizationMemberRow, type OrganizationRow } from '../../db/schema'
+import { AppError, Forbidden, NotFound, ValidationFailed } from '../../http/problem'
 import type { AuditLog, ClientInfo } from '../audit/service'
 import type { Caller } from '../auth/sessions'
 import { recordWebhookEvents } from '../webhooks/outbox'
@@ -139,6 +139,9 @@ export class OrganizationsService {
 
 	/** GET /users/{id}/organizations: one account's memberships. */
 	async memberships(userId: string, query: ListOrganizationsQuery) {
+		// As GET /users/{id} answers: an id no account has is 404, not an empty page.
+		const [user] = await this.deps.db.select({ id: users.id }).from(users).where(eq(users.id, userId))
+		if (!user) throw new NotFound('No user with this id')
 		return this.listOf(query, userId)
 	}
 
