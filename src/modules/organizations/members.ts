@@ -1,6 +1,6 @@
-import { and, asc, desc, eq, ilike, or, sql, type SQL } from 'drizzle-orm'
+import { and, asc, desc, eq, ilike, or, sql } from 'drizzle-orm'
 import type { Database, Queryable } from '../../db/client'
-import { organizationMembers, organizationRoles, users, type OrganizationMemberRow } from '../../db/schema'
+import { organizationMemberRoles, organizationMembers, organizationRoles, users, type OrganizationMemberRow } from '../../db/schema'
 import { AppError, Conflict, Forbidden, NotFound, ValidationFailed } from '../../http/problem'
 import type { AuditLog, ClientInfo } from '../audit/service'
 import type { Caller } from '../auth/sessions'
@@ -36,19 +36,34 @@ export class MembersService {
 		const descending = sort.startsWith('-')
 		const cursor = query.cursor === undefined ? undefined : decodeCursor(query.cursor, sort, true)
 		const direction = descending ? desc : asc
-		const conditions: Array<SQL | undefined> = [
-			eq(organizationMembers.organizationId, id),
-			query.q === undefined ? undefined : or(ilike(users.email, `%${escapeLike(query.q)}%`), ilike(users.name, `%${escapeLike(query.q)}%`)),
-			query.role === undefined ? undefined : sql`${organizationMembers.roles} @> array[${query.role}::text]`,
-			cursor && afterCursor(organizationMembers.joinedAt, organizationMembers.userId, cursor, descending, true),
-		]
-		const rows = await db
-			.select({ roles: organizationMembers.roles, joinedAt: organizationMembers.joinedAt, id: users.id, email: users.email, name: users.name })
-			.from(organizationMembers)
-			.innerJoin(users, eq(users.id, organizationMembers.userId))
-			.where(and(...conditions))
-			.orderBy(direction(organizationMembers.joinedAt), direction(organizationMembers.userId))
-			.limit(limit + 1)
+		const search = query.q === undefined ? undefined : or(ilike(users.email, `%${escapeLike(query.q)}%`), ilike(users.name, `%${escapeLike(query.q)}%`))
+		const columns = { roles: organizationMembers.roles, joinedAt: organizationMembers.joinedAt, id: users.id, email: users.email, name: users.name }
+		// With `role`, the page walks that role's holders (organization_member_roles, kept by a trigger) in joined
+		// order: a role few members hold is found at once, not after every member of a big organization.
+		const rows =
+			query.role === undefined
+				? await db
+						.select(columns)
+						.from(organizationMembers)
+						.innerJoin(users, eq(users.id, organizationMembers.userId))
+						.where(and(eq(organizationMembers.organizationId, id), search, cursor && afterCursor(organizationMembers.joinedAt, organizationMembers.userId, cursor, descending, true)))
+						.orderBy(direction(organizationMembers.joinedAt), direction(organizationMembers.userId))
+						.limit(limit + 1)
+				: await db
+						.select(columns)
+						.from(organizationMemberRoles)
+						.innerJoin(organizationMembers, and(eq(organizationMembers.organizationId, organizationMemberRoles.organizationId), eq(organizationMembers.userId, organizationMemberRoles.userId)))
+						.innerJoin(users, eq(users.id, organizationMemberRoles.userId))
+						.where(
+							and(
+								eq(organizationMemberRoles.organizationId, id),
+								eq(organizationMemberRoles.role, query.role),
+								search,
+								cursor && afterCursor(organizationMemberRoles.joinedAt, organizationMemberRoles.userId, cursor, descending, true),
+							),
+						)
+						.orderBy(direction(organizationMemberRoles.joinedAt), direction(organizationMemberRoles.userId))
+						.limit(limit + 1)
 		const page = pageOf(rows, limit, (row) => encodeCursor(sort, row.joinedAt.toISOString(), row.id))
 		return { ...page, items: page.items.map((row) => toMemberResource(row, row)) }
 	}
