@@ -4,9 +4,9 @@ import type { Config } from '../../config/env'
 import { digestOf, isOpaqueToken, newOpaqueToken } from '../../crypto/opaque-tokens'
 import type { Database, Queryable } from '../../db/client'
 import { organizationInvitations, organizationMembers, organizationRoles, organizations, type OrganizationInvitationRow, type OrganizationRow, type UserRow } from '../../db/schema'
-import { Id, IssuedId, UUID } from '../../http/ids'
+import { Id, IssuedId } from '../../http/ids'
 import { Envelope, problemResponses, withResponseHeaders } from '../../http/openapi'
-import { nextPageLink } from '../../http/pagination'
+import { afterKeyset, decodeKeysetCursor, encodeKeysetCursor, nextPageLink, pageOf } from '../../http/pagination'
 import { AppError, envelope, Forbidden, NotFound, queryInteger } from '../../http/problem'
 import { requestContext, type ClientInfo } from '../../http/request-context'
 import { queuedSince } from '../../jobs/queue'
@@ -235,7 +235,7 @@ export class InvitationsService {
 		const actor = await actorIn(db, caller, organizationId)
 		requirePermission(actor, PERMISSIONS.invitations, 'list invitations')
 		const limit = query.limit ?? 20
-		const cursor = query.cursor === undefined ? undefined : decodeCursor(query.cursor)
+		const cursor = query.cursor === undefined ? undefined : decodeKeysetCursor(query.cursor, INVITATIONS_SORT, true)
 		const rows = await db
 			.select()
 			.from(organizationInvitations)
@@ -243,15 +243,12 @@ export class InvitationsService {
 				and(
 					eq(organizationInvitations.organizationId, organizationId),
 					query.status === undefined ? undefined : statusFilter(query.status),
-					// Typed casts: postgres.js sends raw parameters untyped, and the row comparison must hit the index.
-					cursor && sql`(${organizationInvitations.createdAt}, ${organizationInvitations.id}) < (${cursor.createdAt}::timestamptz, ${cursor.id}::uuid)`,
+					cursor && afterKeyset(organizationInvitations.createdAt, organizationInvitations.id, cursor, true, true),
 				),
 			)
 			.orderBy(desc(organizationInvitations.createdAt), desc(organizationInvitations.id))
 			.limit(limit + 1)
-		const items = rows.slice(0, limit)
-		const last = items.at(-1)
-		return { items, nextCursor: rows.length > limit && last ? encodeCursor(last) : null, limit }
+		return pageOf(rows, limit, (row) => encodeKeysetCursor(INVITATIONS_SORT, row.createdAt.toISOString(), row.id))
 	}
 
 	/** GET /organizations/{id}/invitations/{invitationId}. */
@@ -381,26 +378,8 @@ function statusFilter(status: InvitationStatus): SQL | undefined {
 	return livePending()
 }
 
-function encodeCursor(row: OrganizationInvitationRow): string {
-	return Buffer.from(JSON.stringify({ k: row.createdAt.toISOString(), i: row.id })).toString('base64url')
-}
-
-function decodeCursor(value: string): { createdAt: string; id: string } {
-	const invalid = new AppError('bad-request', 'The cursor is not valid for this query', {
-		errors: [{ pointer: '#/cursor', code: 'invalid', detail: 'use nextCursor from a previous page' }],
-	})
-	let parsed: unknown
-	try {
-		parsed = JSON.parse(Buffer.from(value, 'base64url').toString('utf8'))
-	} catch {
-		throw invalid
-	}
-	const { k, i } = (parsed ?? {}) as Record<string, unknown>
-	if (typeof k !== 'string' || typeof i !== 'string' || !UUID.test(i)) throw invalid
-	const time = Date.parse(k)
-	if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/.test(k) || Number.isNaN(time) || new Date(time).toISOString() !== k) throw invalid
-	return { createdAt: k, id: i.toLowerCase() }
-}
+/** The one order of an invitations list: newest first. */
+const INVITATIONS_SORT = '-createdAt'
 
 // ── routes ───────────────────────────────────────────────────────────────
 

@@ -6,7 +6,7 @@ import type { AuditLog, ClientInfo } from '../audit/service'
 import type { Caller } from '../auth/sessions'
 import { recordWebhookEvents } from '../webhooks/outbox'
 import { actorIn, checkGrantableRoles, PERMISSIONS, requireActive, requirePermission, type Actor } from './access'
-import { afterCursor, decodeCursor, encodeCursor, escapeLike, pageOf } from './lists'
+import { afterKeyset, decodeKeysetCursor, encodeKeysetCursor, escapeLike, pageOf } from '../../http/pagination'
 import { toMemberResource, type ListMembersQuery, type MemberResource } from './model'
 
 export interface MembersServiceDeps {
@@ -34,7 +34,7 @@ export class MembersService {
 		const limit = query.limit ?? 20
 		const sort = query.sort ?? '-joinedAt'
 		const descending = sort.startsWith('-')
-		const cursor = query.cursor === undefined ? undefined : decodeCursor(query.cursor, sort, true)
+		const cursor = query.cursor === undefined ? undefined : decodeKeysetCursor(query.cursor, sort, true)
 		const direction = descending ? desc : asc
 		const search = query.q === undefined ? undefined : or(ilike(users.email, `%${escapeLike(query.q)}%`), ilike(users.name, `%${escapeLike(query.q)}%`))
 		const columns = { roles: organizationMembers.roles, joinedAt: organizationMembers.joinedAt, id: users.id, email: users.email, name: users.name }
@@ -46,7 +46,7 @@ export class MembersService {
 						.select(columns)
 						.from(organizationMembers)
 						.innerJoin(users, eq(users.id, organizationMembers.userId))
-						.where(and(eq(organizationMembers.organizationId, id), search, cursor && afterCursor(organizationMembers.joinedAt, organizationMembers.userId, cursor, descending, true)))
+						.where(and(eq(organizationMembers.organizationId, id), search, cursor && afterKeyset(organizationMembers.joinedAt, organizationMembers.userId, cursor, descending, true)))
 						.orderBy(direction(organizationMembers.joinedAt), direction(organizationMembers.userId))
 						.limit(limit + 1)
 				: await db
@@ -59,12 +59,12 @@ export class MembersService {
 								eq(organizationMemberRoles.organizationId, id),
 								eq(organizationMemberRoles.role, query.role),
 								search,
-								cursor && afterCursor(organizationMemberRoles.joinedAt, organizationMemberRoles.userId, cursor, descending, true),
+								cursor && afterKeyset(organizationMemberRoles.joinedAt, organizationMemberRoles.userId, cursor, descending, true),
 							),
 						)
 						.orderBy(direction(organizationMemberRoles.joinedAt), direction(organizationMemberRoles.userId))
 						.limit(limit + 1)
-		const page = pageOf(rows, limit, (row) => encodeCursor(sort, row.joinedAt.toISOString(), row.id))
+		const page = pageOf(rows, limit, (row) => encodeKeysetCursor(sort, row.joinedAt.toISOString(), row.id))
 		return { ...page, items: page.items.map((row) => toMemberResource(row, row)) }
 	}
 

@@ -8,7 +8,7 @@ import type { AuditLog, ClientInfo } from '../audit/service'
 import type { Caller } from '../auth/sessions'
 import { recordWebhookEvents } from '../webhooks/outbox'
 import { actorIn, requireActive, requireOwner, requireOwnerOrAdmin } from './access'
-import { afterCursor, decodeCursor, encodeCursor, escapeLike, pageOf } from './lists'
+import { afterKeyset, decodeKeysetCursor, encodeKeysetCursor, escapeLike, pageOf } from '../../http/pagination'
 import {
 	slugFrom,
 	toMemberResource,
@@ -151,12 +151,12 @@ export class OrganizationsService {
 		const byName = sort.endsWith('name')
 		const descending = sort.startsWith('-')
 		const keyColumn = byName ? organizations.name : organizations.createdAt
-		const cursor = query.cursor === undefined ? undefined : decodeCursor(query.cursor, sort, !byName)
+		const cursor = query.cursor === undefined ? undefined : decodeKeysetCursor(query.cursor, sort, !byName)
 		const direction = descending ? desc : asc
 		const conditions: Array<SQL | undefined> = [
 			query.q === undefined ? undefined : or(ilike(organizations.name, `%${escapeLike(query.q)}%`), ilike(organizations.slug, `%${escapeLike(query.q)}%`)),
 			query.status === undefined ? undefined : eq(organizations.status, query.status),
-			cursor && afterCursor(keyColumn, organizations.id, cursor, descending, !byName),
+			cursor && afterKeyset(keyColumn, organizations.id, cursor, descending, !byName),
 		]
 		const order = [direction(keyColumn), direction(organizations.id)]
 		const listed: ListedOrganization[] =
@@ -175,7 +175,7 @@ export class OrganizationsService {
 							.limit(limit + 1)
 					).map(({ organization, roles, joinedAt }) => ({ organization, membership: { roles, joinedAt } }))
 		return pageOf(listed, limit, ({ organization }) =>
-			encodeCursor(sort, byName ? organization.name : organization.createdAt.toISOString(), organization.id),
+			encodeKeysetCursor(sort, byName ? organization.name : organization.createdAt.toISOString(), organization.id),
 		)
 	}
 }

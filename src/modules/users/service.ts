@@ -3,8 +3,8 @@ import type { Config } from '../../config/env'
 import type { Database } from '../../db/client'
 import { sqlState } from '../../db/client'
 import { users, type UserRow } from '../../db/schema'
-import { AppError, Conflict, Forbidden, NotFound, ValidationFailed, type FieldError } from '../../http/problem'
-import { UUID } from '../../http/ids'
+import { Conflict, Forbidden, NotFound, ValidationFailed, type FieldError } from '../../http/problem'
+import { decodeKeysetCursor, encodeKeysetCursor, escapeLike, type KeysetCursor } from '../../http/pagination'
 import { passwordProblem, type PasswordHasher } from '../auth/password'
 import type { AuditLog, ClientInfo } from '../audit/service'
 import type { AuthService } from '../auth/service'
@@ -132,7 +132,7 @@ export class UsersService {
 	async list(query: ListUsersQuery): Promise<{ items: UserRow[]; nextCursor: string | null; limit: number }> {
 		const limit = query.limit ?? 20
 		const sort = query.sort ?? '-createdAt'
-		const cursor = query.cursor === undefined ? undefined : decodeCursor(query.cursor, sort)
+		const cursor = query.cursor === undefined ? undefined : decodeKeysetCursor(query.cursor, sort, keyIsTime(sort))
 		const rows = await this.deps.db
 			.select()
 			.from(users)
@@ -340,13 +340,6 @@ function translateConstraint(error: unknown): unknown {
 // ── listing ──────────────────────────────────────────────────────────────
 
 type Sort = NonNullable<ListUsersQuery['sort']>
-interface Cursor {
-	sort: Sort
-	key: string
-	id: string
-}
-
-const escapeLike = (value: string) => value.replace(/[\\%_]/g, (char) => `\\${char}`)
 
 function filters(query: ListUsersQuery): Array<SQL | undefined> {
 	return [
@@ -367,7 +360,7 @@ function ordering(sort: Sort) {
 }
 
 /** Rows strictly after the cursor in the sort order: a row comparison an index can seek to. */
-function afterCursor(sort: Sort, cursor: Cursor): SQL | undefined {
+function afterCursor(sort: Sort, cursor: KeysetCursor): SQL | undefined {
 	const descending = sort.startsWith('-')
 	if (sort.endsWith('email')) return descending ? lt(users.email, cursor.key) : gt(users.email, cursor.key)
 	// Typed casts: postgres.js sends raw parameters untyped, and the row comparison must hit the index.
@@ -377,30 +370,6 @@ function afterCursor(sort: Sort, cursor: Cursor): SQL | undefined {
 		: sql`(${users.createdAt}, ${users.id}) > ${key}`
 }
 
-function encodeCursor(sort: Sort, row: UserRow): string {
-	const key = sort.endsWith('email') ? row.email : row.createdAt.toISOString()
-	return Buffer.from(JSON.stringify({ s: sort, k: key, i: row.id })).toString('base64url')
-}
+const keyIsTime = (sort: Sort) => !sort.endsWith('email')
 
-function decodeCursor(value: string, sort: Sort): Cursor {
-	const invalid = new AppError('bad-request', 'The cursor is not valid for this query', {
-		errors: [{ pointer: '#/cursor', code: 'invalid', detail: 'use nextCursor from a previous page with the same sort' }],
-	})
-	let parsed: unknown
-	try {
-		parsed = JSON.parse(Buffer.from(value, 'base64url').toString('utf8'))
-	} catch {
-		throw invalid
-	}
-	const { s, k, i } = (parsed ?? {}) as Record<string, unknown>
-	if (s !== sort || typeof k !== 'string' || typeof i !== 'string' || !UUID.test(i)) throw invalid
-	// A date as encodeCursor writes it, and a real one: 2026-02-31 would not come back the same.
-	if (!sort.endsWith('email') && !(/^(?!0000)\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/.test(k) && isSameInstant(k))) throw invalid
-	if (k.includes('\u0000')) throw invalid
-	return { sort, key: k, id: i.toLowerCase() }
-}
-
-function isSameInstant(iso: string): boolean {
-	const time = Date.parse(iso)
-	return !Number.isNaN(time) && new Date(time).toISOString() === iso
-}
+const encodeCursor = (sort: Sort, row: UserRow) => encodeKeysetCursor(sort, keyIsTime(sort) ? row.createdAt.toISOString() : row.email, row.id)
