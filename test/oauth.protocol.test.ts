@@ -353,6 +353,27 @@ describe('what ends the tokens', () => {
 		expect(((await refresh.json()) as { error: string }).error).toBe('invalid_grant')
 	})
 
+	test('userinfo read at once for many tokens (one statement reads several) answers each with its own account, and refuses the revoked one', async () => {
+		const shortcut = new UserinfoShortcut({ db: t.database.handle.db, findActiveClient: (clientId) => t.app.decorator.oauthClients.findActive(clientId) })
+		const signedInOnes = await Promise.all([0, 1, 2].map(() => signedIn(app)))
+		const [revoked] = signedInOnes
+		expect((await t.call('DELETE', `/api/users/me/sessions/${revoked?.owner.sessionId}`, { token: revoked?.owner.accessToken })).status).toBe(200)
+		// More requests than one statement reads, the same token several times among them.
+		const asked = Array.from({ length: 20 }, (_, i) => signedInOnes[i % signedInOnes.length] as (typeof signedInOnes)[number])
+		const answers = await Promise.all(asked.map(({ tokens }) => shortcut.answer(new Request(`${ISSUER}/oauth2/userinfo`, { headers: { authorization: `Bearer ${tokens.access_token}` } }))))
+		for (const [i, answer] of answers.entries()) {
+			const { owner } = asked[i] as (typeof asked)[number]
+			if (owner === revoked?.owner) expect(answer).toBeUndefined()
+			else expect(((await answer?.json()) as { sub?: string } | undefined)?.sub).toBe(owner.id)
+		}
+		const throughTheApp = await Promise.all(asked.map(({ tokens }) => t.call('GET', '/oauth2/userinfo', { token: tokens.access_token })))
+		for (const [i, response] of throughTheApp.entries()) {
+			const { owner } = asked[i] as (typeof asked)[number]
+			expect(response.status).toBe(owner === revoked?.owner ? 401 : 200)
+			if (response.status === 200) expect(response.body.sub).toBe(owner.id)
+		}
+	})
+
 	test('revoking the Latchkey session ends the tokens bound to it (no offline_access)', async () => {
 		const { owner, tokens } = await signedIn(app)
 		expect((await oauth.userInfoRequest(as, app.client, tokens.access_token, through(t))).status).toBe(200)
