@@ -286,6 +286,45 @@ describe('privilege escalation', () => {
 		expect([404, 422]).toContain(filtered.status)
 	})
 
+	test('an invitation naming owner is not accepted once its inviter is no longer an owner (403), and gives nothing', async () => {
+		const { org, owner } = await team()
+		const second = await signUp(t)
+		await db().insert(organizationMembers).values({ organizationId: org.id, userId: second.id, roles: ['owner'] })
+		const invitee = await verified(await signUp(t, { email: uniqueEmail('heir') }))
+		const invitation = await seedInvitation(org.id, invitee.email, ['owner'], second.id)
+		// The inviter is demoted by the other owner before the invitation is accepted.
+		expect((await call('PUT', `/api/organizations/${org.id}/members/${second.id}`, owner.accessToken, { roles: ['admin'] })).status).toBe(200)
+		const res = await call('POST', '/api/invitation-acceptances', invitee.accessToken, { token: invitation.token })
+		expect(res.status).toBe(403)
+		expect(res.body.type).toBe(FORBIDDEN)
+		expect(await rolesOf(org.id, invitee.id)).toBeUndefined()
+		// Refused, the invitation is not spent: an owner may still stand behind it by inviting again.
+		const [row] = await db().select().from(organizationInvitations).where(eq(organizationInvitations.id, invitation.id))
+		expect(row?.acceptedAt).toBeNull()
+	})
+
+	test('an invitation naming owner by an inviter removed since, or by no one, is refused too; by a current owner it is accepted', async () => {
+		const { org, owner } = await team()
+		const leaver = await signUp(t)
+		await db().insert(organizationMembers).values({ organizationId: org.id, userId: leaver.id, roles: ['owner'] })
+		const a = await verified(await signUp(t, { email: uniqueEmail('heir') }))
+		const b = await verified(await signUp(t, { email: uniqueEmail('heir') }))
+		const c = await verified(await signUp(t, { email: uniqueEmail('heir') }))
+		const byLeaver = await seedInvitation(org.id, a.email, ['owner'], leaver.id)
+		const byNoOne = await seedInvitation(org.id, b.email, ['owner', 'member'], null)
+		const byOwner = await seedInvitation(org.id, c.email, ['owner'], owner.id)
+		expect((await call('DELETE', `/api/organizations/${org.id}/members/${leaver.id}`, leaver.accessToken)).status).toBe(200)
+		expect((await call('POST', '/api/invitation-acceptances', a.accessToken, { token: byLeaver.token })).status).toBe(403)
+		expect((await call('POST', '/api/invitation-acceptances', b.accessToken, { token: byNoOne.token })).status).toBe(403)
+		const accepted = await call('POST', '/api/invitation-acceptances', c.accessToken, { token: byOwner.token })
+		expect(accepted.status).toBe(200)
+		expect(accepted.body.data.roles).toEqual(['owner'])
+		// An invitation of a site admin keeps its owner role whether or not the admin is a member.
+		const d = await verified(await signUp(t, { email: uniqueEmail('heir') }))
+		const bySiteAdmin = await seedInvitation(org.id, d.email, ['owner'], siteAdmin.id)
+		expect((await call('POST', '/api/invitation-acceptances', d.accessToken, { token: bySiteAdmin.token })).status).toBe(200)
+	})
+
 	test('an invitation without owner outlives its inviter’s demotion (it names only roles any admin may grant)', async () => {
 		const { org, owner, manager } = await team()
 		const invitee = await verified(await signUp(t, { email: uniqueEmail('joiner') }))

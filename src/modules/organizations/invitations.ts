@@ -20,7 +20,7 @@ import { inWords, mailThrottleKey } from '../email/tokens'
 import { invalidCode, mailUnavailable } from '../email/service'
 import { Email, normalizeEmail } from '../users/model'
 import { recordWebhookEvents, type WebhookEvent } from '../webhooks/outbox'
-import { actorIn, checkGrantableRoles, PERMISSIONS, requireActive, requirePermission } from './access'
+import { actorIn, checkGrantableRoles, PERMISSIONS, requireActive, requireInviterMayGrant, requirePermission } from './access'
 import { toMemberResource } from './model'
 
 /*
@@ -312,6 +312,8 @@ export class InvitationsService {
 			const [organization] = await tx.select().from(organizations).where(eq(organizations.id, found.organizationId)).for('update')
 			if (!organization) throw invalidCode()
 			if (organization.status !== 'active') throw organizationInactive()
+			// `owner` is given only while whoever invited may still grant it (refused before the token is spent).
+			await requireInviterMayGrant(tx, organization.id, found.invitedBy, found.roles)
 			// Spent once: of parallel acceptances, one updates the row; the others find it accepted and get nothing.
 			const [spent] = await tx
 				.update(organizationInvitations)
@@ -492,7 +494,7 @@ export const invitationRoutes = ({ invitations, guard }: InvitationRoutesDeps) =
 					operationId: 'acceptOrganizationInvitation',
 					summary: 'Accept an invitation: the signed-in account whose verified email it names becomes a member',
 					description:
-						"Single use: a used, revoked or unknown token is 400 invalid-code, an expired one 400 code-expired (of parallel acceptances exactly one succeeds). Another or an unverified address is 403. An existing member keeps their roles and gains the invitation's. The organization must be active (409).",
+						"Single use: a used, revoked or unknown token is 400 invalid-code, an expired one 400 code-expired (of parallel acceptances exactly one succeeds). Another or an unverified address is 403, and so is an invitation naming `owner` whose inviter is no longer an owner of the organization nor a site admin (it stays unspent). An existing member keeps their roles and gains the invitation's. The organization must be active (409).",
 				},
 			},
 		)
