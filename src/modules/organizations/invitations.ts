@@ -328,9 +328,15 @@ export class InvitationsService {
 				)
 				.returning()
 			if (!spent) throw invalidCode()
-			// A role deleted since the invitation was made is no longer given.
+			// A role deleted since the invitation was made is no longer given. FOR KEY SHARE, as checkGrantableRoles
+			// (access.ts): a deletion running now waits for this commit and then sees the member holding the role (409),
+			// or, having locked the role first, commits and the role is not found here. Without it the deletion could
+			// count the members before this commit and the pending invitations after it, and leave a member holding a
+			// role that no longer exists.
 			const known = spent.roles.length
-				? (await tx.select({ name: organizationRoles.name }).from(organizationRoles).where(inArray(organizationRoles.name, spent.roles))).map((row) => row.name)
+				? (
+						await tx.select({ name: organizationRoles.name }).from(organizationRoles).where(inArray(organizationRoles.name, spent.roles)).for('key share')
+					).map((row) => row.name)
 				: []
 			const offered = spent.roles.filter((role) => known.includes(role))
 			const [existing] = await tx
