@@ -246,6 +246,20 @@ describe('privilege escalation', () => {
 		expect(await rolesOf(org.id, hr.id)).toEqual([name])
 	})
 
+	test('every permission (`*`) is the owner role’s alone: no custom role holds it, so an admin cannot grant themself an owner in all but name', async () => {
+		for (const permissions of [['*'], ['invoices:read', '*']]) {
+			const created = await call('POST', '/api/organization-roles', siteAdmin.accessToken, { name: `super-${crypto.randomUUID().slice(0, 8)}`, permissions })
+			expect(created.status).toBe(422)
+			expect(created.body.type).toBe(VALIDATION)
+		}
+		const name = `plain-${crypto.randomUUID().slice(0, 8)}`
+		expect((await call('POST', '/api/organization-roles', siteAdmin.accessToken, { name, permissions: ['a:b'] })).status).toBe(201)
+		const replaced = await call('PUT', `/api/organization-roles/${name}`, siteAdmin.accessToken, { permissions: ['*'] })
+		expect(replaced.status).toBe(422)
+		const [row] = await db().select().from(organizationRoles).where(eq(organizationRoles.name, name))
+		expect(row?.permissions).toEqual(['a:b'])
+	})
+
 	test('role names with odd characters are 422 everywhere, never matched loosely (Owner, "owner ", *, unicode, long)', async () => {
 		const { org, owner } = await team()
 		const target = await signUp(t)
