@@ -6,6 +6,7 @@ import { invitationTokenHash } from '../src/modules/organizations/invitations'
 import { startTestApp, type CallResult, type TestApp } from './support/app'
 import { jwtPayload, login, signUp, signUpAdmin, uniqueEmail, type Account } from './support/fixtures'
 import { seedOrganization, type SeededOrganization } from './support/organization-seed'
+import { PageBrowser } from './support/pages'
 
 /*
  * The organizations feature attacked as an attacker would (Better Auth's setActiveTeam across organizations,
@@ -337,6 +338,27 @@ describe('privilege escalation', () => {
 		const d = await verified(await signUp(t, { email: uniqueEmail('heir') }))
 		const bySiteAdmin = await seedInvitation(org.id, d.email, ['owner'], siteAdmin.id)
 		expect((await call('POST', '/api/invitation-acceptances', d.accessToken, { token: bySiteAdmin.token })).status).toBe(200)
+	})
+
+	test('the /invitation page says why such an invitation is refused, and offers no Accept button again', async () => {
+		const { org, owner } = await team()
+		const second = await signUp(t)
+		await db().insert(organizationMembers).values({ organizationId: org.id, userId: second.id, roles: ['owner'] })
+		const invitee = await verified(await signUp(t, { email: uniqueEmail('page-heir') }))
+		const invitation = await seedInvitation(org.id, invitee.email, ['owner'], second.id)
+		expect((await call('PUT', `/api/organizations/${org.id}/members/${second.id}`, owner.accessToken, { roles: ['member'] })).status).toBe(200)
+		const browser = new PageBrowser(t)
+		expect((await browser.signIn(invitee.email)).status).toBe(303)
+		const start = await browser.get('/invitation')
+		const res = await browser.post('/invitation', { csrf: PageBrowser.field(start.html, 'csrf'), token: invitation.token })
+		// Refused at the review already: the page says why and offers no Accept button; posting accept anyway is refused too.
+		expect(res.status).toBe(403)
+		const forced = await browser.post('/invitation', { csrf: PageBrowser.field(start.html, 'csrf'), token: invitation.token, accept: '1' })
+		expect(forced.status).toBe(403)
+		expect(forced.html).not.toContain('name="accept"')
+		expect(PageBrowser.decoded(res.html)).toContain('Whoever sent this invitation may no longer make you an owner')
+		expect(res.html).not.toContain('name="accept"')
+		expect(await rolesOf(org.id, invitee.id)).toBeUndefined()
 	})
 
 	test('an invitation without owner outlives its inviter’s demotion (it names only roles any admin may grant)', async () => {

@@ -293,6 +293,8 @@ export class InvitationsService {
 		const [organization] = await this.deps.db.select().from(organizations).where(eq(organizations.id, found.organizationId))
 		if (!organization) throw invalidCode()
 		if (organization.status !== 'active') throw organizationInactive()
+		// Refused as acceptance would refuse it: the page offers no Accept button for an invitation that gives nothing.
+		await requireInviterMayGrant(this.deps.db, organization.id, found.invitedBy, found.roles)
 		return { invitation: found, organization }
 	}
 
