@@ -187,6 +187,34 @@ describe('IDOR across organizations', () => {
 		expect(put.status).toBe(401)
 	})
 
+	test('a site admin held to enrolment (MFA_REQUIRED) acts as no owner: every organization write is refused', async () => {
+		const strict = await startTestApp({ MFA_REQUIRED: 'admins' }, t.database)
+		try {
+			const enrolling = await signUpAdmin(strict)
+			const { org, owner, member } = await team()
+			const invitation = await seedInvitation(org.id, enrolling.email, ['owner'], owner.id)
+			for (const [method, path, json] of [
+				['GET', `/api/organizations/${org.id}`],
+				['PUT', `/api/organizations/${org.id}`, { name: 'Seized' }],
+				['DELETE', `/api/organizations/${org.id}`],
+				['POST', `/api/organizations/${org.id}/members`, { userId: enrolling.id, roles: ['owner'] }],
+				['PUT', `/api/organizations/${org.id}/members/${member.id}`, { roles: ['owner'] }],
+				['DELETE', `/api/organizations/${org.id}/members/${owner.id}`],
+				['GET', `/api/organizations/${org.id}/invitations/${invitation.id}`],
+				['POST', '/api/invitation-acceptances', { token: invitation.token }],
+				['POST', '/api/organization-roles', { name: 'seized', permissions: ['a:b'] }],
+			] as const) {
+				const res = await strict.call(method, path, { token: enrolling.accessToken, json })
+				expect({ path, status: res.status, type: res.body.type }).toEqual({ path, status: 403, type: 'https://latchkey.dev/problems/mfa-enrollment-required' })
+			}
+			expect(await rolesOf(org.id, owner.id)).toEqual(['owner'])
+			expect(await rolesOf(org.id, member.id)).toEqual(['member'])
+			expect(await rolesOf(org.id, enrolling.id)).toBeUndefined()
+		} finally {
+			await strict.close()
+		}
+	})
+
 	test("GET /users/{id}/organizations of another account is 403 (an admin of one of its organizations too)", async () => {
 		const { owner, manager, member } = await team()
 		for (const [caller, target] of [
