@@ -421,6 +421,15 @@ describe('refresh switching', () => {
 		expect((await t.call('POST', '/api/auth/refresh', { json: { refreshToken: member.refreshToken } })).status).toBe(200)
 	})
 
+	test('a site admin acts on every organization but gets no org claim for one it is not a member of (403)', async () => {
+		const { org } = await team()
+		const admin = await signUpAdmin(t)
+		expect((await call('GET', `/api/organizations/${org.id}`, admin.accessToken)).status).toBe(200)
+		const res = await t.call('POST', '/api/auth/refresh', { json: { refreshToken: admin.refreshToken, organizationId: org.id } })
+		expect(res.status).toBe(403)
+		expect(res.body.type).toBe('https://latchkey.dev/problems/not-a-member')
+	})
+
 	test('twenty switches racing the removal: no token is served with org once the removal committed, and no refresh after it gets org', async () => {
 		const { org, owner } = await team()
 		const victim = await signUp(t)
