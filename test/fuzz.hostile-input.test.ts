@@ -1,10 +1,11 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { and, eq, isNull, sql } from 'drizzle-orm'
 import fc from 'fast-check'
-import { auditEvents, refreshTokens, sessions, users } from '../src/db/schema'
+import { auditEvents, organizationInvitations, organizationMembers, organizationRoles, organizations, refreshTokens, sessions, users } from '../src/db/schema'
 import { PROBLEM_KINDS, PROBLEM_TYPE_BASE } from '../src/http/problem-catalogue'
 import { startTestApp, type TestApp } from './support/app'
 import { jwtPayload, PASSWORD, signUp, signUpAdmin, type Account } from './support/fixtures'
+import { seedOrganization } from './support/organization-seed'
 
 // Each file sets its own default: bun applies setDefaultTimeout to the file that calls it.
 setDefaultTimeout(30_000)
@@ -27,6 +28,8 @@ let t: TestApp
 const principals = {} as Record<'user' | 'admin', { account: Account; dirty: boolean }>
 /** A third account the others act on: its id, session and refresh token appear in paths and bodies. */
 let victim: Account
+/** An organization the user owns and the victim is a member of, with a pending invitation: its ids appear in paths. */
+const org = { id: '', invitation: '' }
 
 beforeAll(async () => {
 	// TRUST_PROXY so that X-Forwarded-For is actually parsed (app.handle has no socket).
@@ -34,6 +37,21 @@ beforeAll(async () => {
 	principals.user = { account: await signUp(t, { name: 'Fuzz User' }), dirty: false }
 	principals.admin = { account: await signUpAdmin(t), dirty: false }
 	victim = await signUp(t, { name: 'Fuzz Victim' })
+	const seeded = await seedOrganization(t.database.handle.db, [
+		{ userId: principals.user.account.id, roles: ['owner'] },
+		{ userId: victim.id, roles: ['member'] },
+	])
+	org.id = seeded.id
+	org.invitation = Bun.randomUUIDv7()
+	await t.database.handle.db.insert(organizationInvitations).values({
+		id: org.invitation,
+		organizationId: seeded.id,
+		email: 'invited@example.test',
+		roles: ['member'],
+		tokenHash: 'f'.repeat(64),
+		invitedBy: principals.user.account.id,
+		expiresAt: new Date(Date.now() + 86_400_000),
+	})
 })
 afterAll(() => t.close())
 
@@ -44,7 +62,7 @@ afterAll(() => t.close())
  * they are filled in when the request is sent, so they stay current while
  * the fuzzed requests rotate tokens and replace accounts.
  */
-const MARKER = /\$(user|admin|victim)\.(id|sid|email|refresh|access)/g
+const MARKER = /\$(user|admin|victim|org)\.(id|sid|email|refresh|access|invitation)/g
 
 type AuthSpec =
 	| { kind: 'none' }
@@ -309,6 +327,58 @@ const routes: fc.Arbitrary<RouteShape> = fc.oneof(
 	route('POST', fc.constant('/api/auth/logout'), bodyVariants(logoutBody)),
 	route('GET', fc.constant('/api/audit-events')),
 	route('GET', oneOf('/api/health', '/api/health/ready', '/.well-known/jwks.json', '/api/.well-known/jwks.json')),
+)
+
+// ── the organization routes ───────────────────────────────────────────────
+
+const orgSegment = fc.oneof({ weight: 4, arbitrary: fc.constant('$org.id') }, { weight: 3, arbitrary: idSegment })
+const invitationSegment = fc.oneof({ weight: 3, arbitrary: fc.constant('$org.invitation') }, { weight: 2, arbitrary: idSegment })
+const roleNames = fc.oneof(
+	oneOf('owner', 'admin', 'member', 'Owner', 'owner ', '*', 'оwner', 'billing-admin', 'a--b', '-a', 'a'.repeat(65), ''),
+	hostileStrings,
+	anyText,
+)
+const roleArrays = fc.oneof(
+	fc.array(roleNames, { maxLength: 25 }).map((roles) => JSON.stringify(roles)),
+	oneOf('["member","member"]', '[]', 'null', '"member"', '[null]', '[1]', JSON.stringify(Array.from({ length: 5000 }, (_, i) => `r-${i}`))),
+)
+const slugs = fc.oneof(oneOf('acme', '-a', 'a-', 'a--b', 'Acme', 'café', 'a_b', '', 'a'.repeat(64), 'a'.repeat(65)), hostileStrings, anyText)
+const organizationBody = membersOf({ name: valueFor(fc.oneof(anyText, hostileStrings)), slug: valueFor(slugs) })
+const memberBody = membersOf({ userId: valueFor(oneOf('$user.id', '$admin.id', '$victim.id', 'me', '', 'x')), roles: roleArrays })
+const rolesBody = membersOf({ roles: roleArrays })
+const invitationBody = membersOf({ email: valueFor(emails), roles: roleArrays })
+const roleBody = membersOf({
+	name: valueFor(roleNames),
+	permissions: fc.oneof(fc.array(fc.oneof(oneOf('invoices:read', '*', 'a b', 'A:B', ':a', 'a::b', 'x'.repeat(101)), anyText), { maxLength: 5 }).map((list) => JSON.stringify(list)), oneOf('null', '[]', '"a:b"')),
+	description: valueFor(fc.oneof(anyText, hostileStrings)),
+})
+const wellFormedOrganization = plausible({ name: goodNames.filter((name) => name.trim().length > 0 && name.length <= 200), slug: fc.stringMatching(/^[a-z0-9]{1,10}(-[a-z0-9]{1,10}){0,2}$/) })
+const wellFormedMember = plausible({ userId: oneOf('$admin.id', '$victim.id'), roles: oneOf(['member'], ['admin'], ['owner'], ['member', 'admin']) })
+const roleSegment = fc.oneof(oneOf('owner', 'admin', 'member', 'billing', 'Owner', '*', '%00', 'a%00b', '%E2%80%AE', 'a'.repeat(300)), anyText.map((text) => encodeURIComponent(text.replace(/[\ud800-\udfff]/g, 'x'))))
+
+/** Every organization route (members, invitations, roles, memberships), with bodies of its shape and ids that exist. */
+const organizationRouteShapes: fc.Arbitrary<RouteShape> = fc.oneof(
+	route('POST', fc.constant('/api/organizations'), bodyVariants(organizationBody, wellFormedOrganization)),
+	route('GET', fc.constant('/api/organizations')),
+	route('GET', orgSegment.map((id) => `/api/organizations/${id}`)),
+	route('PUT', orgSegment.map((id) => `/api/organizations/${id}`), bodyVariants(organizationBody, wellFormedOrganization)),
+	route('DELETE', orgSegment.map((id) => `/api/organizations/${id}`)),
+	route('GET', orgSegment.map((id) => `/api/organizations/${id}/members`)),
+	route('POST', orgSegment.map((id) => `/api/organizations/${id}/members`), bodyVariants(memberBody, wellFormedMember)),
+	route('GET', fc.tuple(orgSegment, idSegment).map(([id, user]) => `/api/organizations/${id}/members/${user}`)),
+	route('PUT', fc.tuple(orgSegment, idSegment).map(([id, user]) => `/api/organizations/${id}/members/${user}`), bodyVariants(rolesBody)),
+	route('DELETE', fc.tuple(orgSegment, idSegment).map(([id, user]) => `/api/organizations/${id}/members/${user}`)),
+	route('GET', orgSegment.map((id) => `/api/organizations/${id}/invitations`)),
+	route('POST', orgSegment.map((id) => `/api/organizations/${id}/invitations`), bodyVariants(invitationBody)),
+	route('GET', fc.tuple(orgSegment, invitationSegment).map(([id, invitation]) => `/api/organizations/${id}/invitations/${invitation}`)),
+	route('DELETE', fc.tuple(orgSegment, invitationSegment).map(([id, invitation]) => `/api/organizations/${id}/invitations/${invitation}`)),
+	route('POST', fc.constant('/api/invitation-acceptances'), bodyVariants(membersOf({ token: valueFor(fc.oneof(fc.base64String({ maxLength: 60 }), hostileStrings, anyText)) }))),
+	route('GET', fc.constant('/api/organization-roles')),
+	route('POST', fc.constant('/api/organization-roles'), bodyVariants(roleBody)),
+	route('GET', roleSegment.map((name) => `/api/organization-roles/${name}`)),
+	route('PUT', roleSegment.map((name) => `/api/organization-roles/${name}`), bodyVariants(roleBody)),
+	route('DELETE', roleSegment.map((name) => `/api/organization-roles/${name}`)),
+	route('GET', idSegment.map((id) => `/api/users/${id}/organizations`)),
 )
 
 const PATH_WORDS = ['api', 'users', 'me', 'sessions', 'auth', 'login', 'refresh', 'logout', 'audit-events', 'health', 'ready', '.well-known', 'jwks.json', 'metrics', '', '.', '..', '%2e', '%2F', '%00', '%zz', '*', 'ALL', '$user.id', '$victim.sid']
@@ -647,7 +717,8 @@ function safeStringify(value: unknown): string | undefined {
 
 /** Live values for markers, read when the request is sent. */
 function resolve(text: string): string {
-	return text.replace(MARKER, (_, who: 'user' | 'admin' | 'victim', what: string) => {
+	return text.replace(MARKER, (marker: string, who: 'user' | 'admin' | 'victim' | 'org', what: string) => {
+		if (who === 'org') return what === 'id' ? org.id : what === 'invitation' ? org.invitation : marker
 		const account = who === 'victim' ? victim : principals[who].account
 		switch (what) {
 			case 'id':
@@ -959,6 +1030,11 @@ describe('hostile input never breaks the contract', () => {
 		await run(hostile(anywhere, { query: fc.oneof(fc.constant(''), queries) }), 600)
 	}, 120_000)
 
+	test('the organization routes answer hostile ids, bodies, queries and tokens with an envelope or a problem, never a 5xx', async () => {
+		const organizationQueries = fc.oneof({ weight: 3, arbitrary: fc.constant('') }, { weight: 2, arbitrary: queries })
+		await run(hostile(organizationRouteShapes, { query: organizationQueries }), 1200)
+	}, 240_000)
+
 	test('OPTIONS and CORS preflights carry the request id and security headers like every response', async () => {
 		const preflight = fc
 			.tuple(
@@ -995,6 +1071,21 @@ describe('afterwards the database holds nothing half-written', () => {
 		expect(bad).toEqual([])
 		const [duplicates] = await db().select({ count: sql<number>`count(*) - count(distinct ${users.email})` }).from(users)
 		expect(Number(duplicates?.count)).toBe(0)
+	})
+
+	test('every organization keeps an owner, every membership names roles that exist, and no defined role holds `*`', async () => {
+		const ownerless = await db()
+			.select({ id: organizations.id })
+			.from(organizations)
+			.where(sql`not exists (select 1 from ${organizationMembers} where ${organizationMembers.organizationId} = ${organizations.id} and 'owner' = any(${organizationMembers.roles}))`)
+		expect(ownerless).toEqual([])
+		const unknownRoles = await db()
+			.select({ userId: organizationMembers.userId, roles: organizationMembers.roles })
+			.from(organizationMembers)
+			.where(sql`cardinality(${organizationMembers.roles}) = 0 or exists (select 1 from unnest(${organizationMembers.roles}) as role where role not in (select ${organizationRoles.name} from ${organizationRoles}))`)
+		expect(unknownRoles).toEqual([])
+		const everything = await db().select({ name: organizationRoles.name }).from(organizationRoles).where(sql`not ${organizationRoles.builtIn} and '*' = any(${organizationRoles.permissions})`)
+		expect(everything).toEqual([])
 	})
 
 	test('the fixture accounts are still there and an active admin remains', async () => {

@@ -25,6 +25,8 @@ const INVITATION_PROBLEMS: Record<string, string> = {
 	'invalid-code': 'invitation-invalid',
 	'code-expired': 'invitation-expired',
 	conflict: 'invitation-organization-inactive',
+	// The address refusals are shown with the invitation (review); a forbidden left is the inviter's lost authority.
+	forbidden: 'invitation-inviter-lost-owner',
 }
 
 /**

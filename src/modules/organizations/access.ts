@@ -1,6 +1,6 @@
 import { and, eq, inArray } from 'drizzle-orm'
 import type { Queryable } from '../../db/client'
-import { organizationMembers, organizationRoles, organizations, type OrganizationRow } from '../../db/schema'
+import { organizationMembers, organizationRoles, organizations, users, type OrganizationRow } from '../../db/schema'
 import { AppError, Forbidden, NotFound, ValidationFailed } from '../../http/problem'
 import { permissionsOfRoles } from '../auth/organization-claim'
 import type { Caller } from '../auth/sessions'
@@ -91,4 +91,24 @@ export async function checkGrantableRoles(db: Reader, actor: Actor, roles: strin
 		throw new ValidationFailed([{ pointer: `#${pointer}`, detail: `names no organization role: ${unknown.join(', ')}`, code: 'unknown-role' }])
 	if (wanted.includes('owner') && !actor.siteAdmin && !actor.roles.includes('owner'))
 		throw new Forbidden('Only an owner may grant the owner role')
+}
+
+/**
+ * Whether the roles an invitation names may still be granted by its inviter, as the inviter is now: an invitation
+ * carries its inviter's authority, not a copy of it. Only `owner` depends on who grants it (any holder of
+ * `invitations:manage` may grant every other role), so an invitation naming `owner` is accepted only while its
+ * inviter is an owner of the organization or an active site admin; made by an owner since demoted or removed (or by
+ * an account gone), it is refused (403) and stays unspent. Call under the organization's row lock (acceptance takes it).
+ */
+export async function requireInviterMayGrant(db: Reader, organizationId: string, invitedBy: string | null, roles: string[]): Promise<void> {
+	if (!roles.includes('owner')) return
+	const refused = () => new Forbidden('Whoever sent this invitation may no longer grant the owner role; ask an owner for a new invitation')
+	if (invitedBy === null) throw refused()
+	const [inviter] = await db
+		.select({ role: users.role, status: users.status, roles: organizationMembers.roles })
+		.from(users)
+		.leftJoin(organizationMembers, and(eq(organizationMembers.userId, users.id), eq(organizationMembers.organizationId, organizationId)))
+		.where(eq(users.id, invitedBy))
+	if (!inviter || inviter.status !== 'active') throw refused()
+	if (inviter.role !== 'admin' && !inviter.roles?.includes('owner')) throw refused()
 }

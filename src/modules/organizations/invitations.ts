@@ -20,7 +20,7 @@ import { inWords, mailThrottleKey } from '../email/tokens'
 import { invalidCode, mailUnavailable } from '../email/service'
 import { Email, normalizeEmail } from '../users/model'
 import { recordWebhookEvents, type WebhookEvent } from '../webhooks/outbox'
-import { actorIn, checkGrantableRoles, PERMISSIONS, requireActive, requirePermission } from './access'
+import { actorIn, checkGrantableRoles, PERMISSIONS, requireActive, requireInviterMayGrant, requirePermission } from './access'
 import { toMemberResource } from './model'
 
 /*
@@ -290,6 +290,8 @@ export class InvitationsService {
 		const [organization] = await this.deps.db.select().from(organizations).where(eq(organizations.id, found.organizationId))
 		if (!organization) throw invalidCode()
 		if (organization.status !== 'active') throw organizationInactive()
+		// Refused as acceptance would refuse it: the page offers no Accept button for an invitation that gives nothing.
+		await requireInviterMayGrant(this.deps.db, organization.id, found.invitedBy, found.roles)
 		return { invitation: found, organization }
 	}
 
@@ -309,6 +311,8 @@ export class InvitationsService {
 			const [organization] = await tx.select().from(organizations).where(eq(organizations.id, found.organizationId)).for('update')
 			if (!organization) throw invalidCode()
 			if (organization.status !== 'active') throw organizationInactive()
+			// `owner` is given only while whoever invited may still grant it (refused before the token is spent).
+			await requireInviterMayGrant(tx, organization.id, found.invitedBy, found.roles)
 			// Spent once: of parallel acceptances, one updates the row; the others find it accepted and get nothing.
 			const [spent] = await tx
 				.update(organizationInvitations)
@@ -323,9 +327,15 @@ export class InvitationsService {
 				)
 				.returning()
 			if (!spent) throw invalidCode()
-			// A role deleted since the invitation was made is no longer given.
+			// A role deleted since the invitation was made is no longer given. FOR KEY SHARE, as checkGrantableRoles
+			// (access.ts): a deletion running now waits for this commit and then sees the member holding the role (409),
+			// or, having locked the role first, commits and the role is not found here. Without it the deletion could
+			// count the members before this commit and the pending invitations after it, and leave a member holding a
+			// role that no longer exists.
 			const known = spent.roles.length
-				? (await tx.select({ name: organizationRoles.name }).from(organizationRoles).where(inArray(organizationRoles.name, spent.roles))).map((row) => row.name)
+				? (
+						await tx.select({ name: organizationRoles.name }).from(organizationRoles).where(inArray(organizationRoles.name, spent.roles)).for('key share')
+					).map((row) => row.name)
 				: []
 			const offered = spent.roles.filter((role) => known.includes(role))
 			const [existing] = await tx
@@ -471,7 +481,7 @@ export const invitationRoutes = ({ invitations, guard }: InvitationRoutesDeps) =
 					operationId: 'acceptOrganizationInvitation',
 					summary: 'Accept an invitation: the signed-in account whose verified email it names becomes a member',
 					description:
-						"Single use: a used, revoked or unknown token is 400 invalid-code, an expired one 400 code-expired (of parallel acceptances exactly one succeeds). Another or an unverified address is 403. An existing member keeps their roles and gains the invitation's. The organization must be active (409).",
+						"Single use: a used, revoked or unknown token is 400 invalid-code, an expired one 400 code-expired (of parallel acceptances exactly one succeeds). Another or an unverified address is 403, and so is an invitation naming `owner` whose inviter is no longer an owner of the organization nor a site admin (it stays unspent). An existing member keeps their roles and gains the invitation's. The organization must be active (409).",
 				},
 			},
 		)

@@ -26,11 +26,16 @@ const RoleName = t.String({
 	examples: ['member'],
 })
 const Roles = t.Array(RoleName, { minItems: 1, maxItems: 20, uniqueItems: true, description: 'names of organization roles (GET /organization-roles)', examples: [['member']] })
+/**
+ * A permission a defined role may hold. Not `*` (every permission): that is the built-in `owner`'s alone. A role
+ * holding it would be an owner in all but name, which an `admin` may grant (only `owner` is kept from admins), so
+ * an admin could give themself every permission — and apps reading `org.permissions` would treat them as an owner.
+ */
 const Permission = t.String({
 	minLength: 1,
 	maxLength: 100,
-	pattern: '^(\\*|[a-z0-9][a-z0-9._-]*(:[a-z0-9][a-z0-9._-]*)*)$',
-	error: 'must be a permission such as `invoices:read` (lower-case words joined by colons)',
+	pattern: '^[a-z0-9][a-z0-9._-]*(:[a-z0-9][a-z0-9._-]*)*$',
+	error: 'must be a permission such as `invoices:read` (lower-case words joined by colons); `*` is the owner role’s alone',
 	examples: ['invoices:read'],
 })
 
@@ -128,7 +133,7 @@ export namespace OrganizationRoleModel {
 		},
 		{ description: 'An organization role, the same for every organization' },
 	)
-	const Permissions = t.Array(Permission, { maxItems: 100, uniqueItems: true, description: '`*` stands for every permission', examples: [['invoices:read', 'invoices:write']] })
+	const Permissions = t.Array(Permission, { maxItems: 100, uniqueItems: true, description: 'strings such as `invoices:read`; not `*` (every permission), which only the built-in `owner` holds', examples: [['invoices:read', 'invoices:write']] })
 	const Description = t.String({ maxLength: 500 })
 
 	export const create = t.Object({ name: RoleName, permissions: Permissions, description: t.Optional(Description) })
