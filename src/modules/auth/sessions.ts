@@ -189,19 +189,19 @@ export function callerFinder(db: Database, mfaRequired: Config['mfa']['required'
 	// one is held whatever it has), so a plain user's read under MFA_REQUIRED=admins costs what it does without.
 	const named = mfaRequired === 'admins' ? sql`and ${users.role} = 'admin'` : sql``
 	const hasActiveFactor = sql<boolean>`case when ${sessions.aal} = 'aal2' ${named} then exists (select 1 from ${factors} where ${factors.userId} = ${users.id} and ${factors.status} = 'active') else false end`
+	// The token's session, live, of the token's active account.
+	const liveSessionOfToken = and(
+		eq(sessions.id, sql.placeholder('sid')),
+		eq(sessions.userId, sql.placeholder('sub')),
+		isNull(sessions.revokedAt),
+		gt(sessions.expiresAt, sql`now()`),
+		eq(users.status, 'active'),
+	)
 	const lookup = db
 		.select(mfaRequired === 'off' ? columns : { ...columns, hasActiveFactor })
 		.from(sessions)
 		.innerJoin(users, eq(users.id, sessions.userId))
-		.where(
-			and(
-				eq(sessions.id, sql.placeholder('sid')),
-				eq(sessions.userId, sql.placeholder('sub')),
-				isNull(sessions.revokedAt),
-				gt(sessions.expiresAt, sql`now()`),
-				eq(users.status, 'active'),
-			),
-		)
+		.where(liveSessionOfToken)
 		.limit(1)
 		.prepare(mfaRequired === 'off' ? 'latchkey_find_caller' : 'latchkey_find_caller_mfa')
 
@@ -220,15 +220,7 @@ export function callerFinder(db: Database, mfaRequired: Config['mfa']['required'
 		.innerJoin(users, eq(users.id, sessions.userId))
 		.leftJoin(organizationMembers, membership)
 		.leftJoin(organizations, and(eq(organizations.id, organizationMembers.organizationId), eq(organizations.status, 'active')))
-		.where(
-			and(
-				eq(sessions.id, sql.placeholder('sid')),
-				eq(sessions.userId, sql.placeholder('sub')),
-				isNull(sessions.revokedAt),
-				gt(sessions.expiresAt, sql`now()`),
-				eq(users.status, 'active'),
-			),
-		)
+		.where(liveSessionOfToken)
 		.limit(1)
 		.prepare(mfaRequired === 'off' ? 'latchkey_find_caller_org' : 'latchkey_find_caller_org_mfa')
 
