@@ -7,11 +7,11 @@
  *   bun test/bench/provider-cpu.ts [--binary dist/latchkey] [--seconds 5] [--database latchkey_bench_speed] [--users 1000000]
  *       [--server postgres://postgres@127.0.0.1:5432/postgres]
  */
+import { benchServiceEnv } from './service-env'
 import { mkdirSync, openSync, readFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import postgres from 'postgres'
-import { TEST_OAUTH_SIGNING_KEY } from '../support/oauth-key'
 import { freePort } from '../support/ports'
 import { prepareDatabase, SEED_PASSWORD } from './database'
 import { cpuSeconds, machineCpu } from './proc'
@@ -79,24 +79,7 @@ const result = await providerSection<Measured, string>({
 		// As the bench starts the binary (run.ts): limits off, the request log written and not kept.
 		const child = Bun.spawn([resolve(args.binary)], {
 			cwd: artifacts,
-			env: {
-				PATH: process.env.PATH ?? '/usr/bin:/bin',
-				HOME: artifacts,
-				NODE_ENV: 'production',
-				JWT_SECRET: 'latchkey-bench-signing-secret-of-more-than-32-bytes',
-				DATA_ENCRYPTION_KEY: Buffer.alloc(32, 'latchkey-bench').toString('base64'),
-				OAUTH_SIGNING_KEY: TEST_OAUTH_SIGNING_KEY,
-				DATABASE_URL: database.url,
-				DATABASE_POOL_MAX: '10',
-				HOST: '127.0.0.1',
-				PORT: String(port),
-				WORKERS: '1',
-				RATE_LIMIT_MAX: '0',
-				AUTH_RATE_LIMIT_MAX: '0',
-				LOCKOUT_THRESHOLD: '0',
-				LOG_LEVEL: 'info',
-				...env(url),
-			},
+			env: { ...benchServiceEnv({ home: artifacts, port, databaseUrl: database.url, logLevel: 'info' }), ...env(url) },
 			stdout: 'ignore',
 			stderr: openSync(join(artifacts, 'bench-service-provider-cpu.log'), 'w'),
 		})

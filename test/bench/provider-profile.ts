@@ -9,10 +9,10 @@
  * The other scenarios still run for a blink (their results feed the next one). The figures it prints are slower
  * than the bench's: the profiler samples every millisecond and the code is not the compiled binary.
  */
+import { benchServiceEnv } from './service-env'
 import { mkdirSync, openSync, readdirSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
-import { TEST_OAUTH_SIGNING_KEY } from '../support/oauth-key'
 import { prepareDatabase, SEED_PASSWORD } from './database'
 import { describeProvider, providerSection, type ProviderScenario } from './provider'
 import type { LoadResult } from './workload'
@@ -60,24 +60,7 @@ const result = await providerSection<LoadResult, string>({
 		// As the bench starts the binary (run.ts), limits off; from source, under the profiler.
 		const child = Bun.spawn([process.execPath, '--cpu-prof-md', `--cpu-prof-dir=${out}`, `--cpu-prof-name=provider-${scenario}.md`, join(ROOT, 'src', 'index.ts')], {
 			cwd: out,
-			env: {
-				PATH: process.env.PATH ?? '/usr/bin:/bin',
-				HOME: out,
-				NODE_ENV: 'production',
-				JWT_SECRET: 'latchkey-bench-signing-secret-of-more-than-32-bytes',
-				DATA_ENCRYPTION_KEY: Buffer.alloc(32, 'latchkey-bench').toString('base64'),
-				OAUTH_SIGNING_KEY: TEST_OAUTH_SIGNING_KEY,
-				DATABASE_URL: database.url,
-				DATABASE_POOL_MAX: '10',
-				HOST: '127.0.0.1',
-				PORT: String(port),
-				WORKERS: '1',
-				RATE_LIMIT_MAX: '0',
-				AUTH_RATE_LIMIT_MAX: '0',
-				LOCKOUT_THRESHOLD: '0',
-				LOG_LEVEL: 'warn',
-				...env(url),
-			},
+			env: { ...benchServiceEnv({ home: out, port, databaseUrl: database.url, logLevel: 'warn' }), ...env(url) },
 			stdout: 'ignore',
 			stderr: openSync(join(out, 'service.log'), 'w'),
 		})

@@ -32,7 +32,7 @@ import os from 'node:os'
 import { join, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import postgres from 'postgres'
-import { TEST_OAUTH_SIGNING_KEY } from '../support/oauth-key'
+import { BENCH_DATA_ENCRYPTION_KEY as DATA_ENCRYPTION_KEY, BENCH_JWT_SECRET as JWT_SECRET, benchServiceEnv } from './service-env'
 import { prepareDatabase, rowNearEnd, SEED_PASSWORD } from './database'
 import { cpuSeconds, rssMiB, RssWatch } from './proc'
 import { describeMail, mailSection, type MailFigures } from './mail'
@@ -48,9 +48,6 @@ import { freePort } from '../support/ports'
 
 const ROOT = join(import.meta.dir, '..', '..')
 const ARTIFACTS = join(ROOT, 'test-artifacts')
-const JWT_SECRET = 'latchkey-bench-signing-secret-of-more-than-32-bytes'
-/** Fixed, like the JWT secret, so that what one start sealed (TOTP secrets) opens after the next. */
-const DATA_ENCRYPTION_KEY = Buffer.alloc(32, 'latchkey-bench').toString('base64')
 const ADMIN = { email: 'bench-admin@example.test', password: 'bench admin password 2026' }
 // The service's defaults (src/config/env.ts); the hashing limit must be measured at the cost the service uses.
 const HASH = { memoryCost: 65536, timeCost: 2 }
@@ -152,22 +149,10 @@ async function startService(databaseUrl: string, workers: '1' | 'auto', extra: {
 		// Not the repository: Bun would read a developer's .env there.
 		cwd: ARTIFACTS,
 		env: {
-			PATH: process.env.PATH ?? '/usr/bin:/bin',
-			HOME: ARTIFACTS,
-			NODE_ENV: 'production',
-			JWT_SECRET,
-			DATA_ENCRYPTION_KEY,
-			OAUTH_SIGNING_KEY: TEST_OAUTH_SIGNING_KEY,
+			...benchServiceEnv({ home: ARTIFACTS, port, databaseUrl, logLevel: args['log-level'] }),
 			PUBLIC_URL: `http://127.0.0.1:${port}`,
-			DATABASE_URL: databaseUrl,
 			DATABASE_POOL_MAX: String(POOL_MAX),
-			HOST: '127.0.0.1',
-			PORT: String(port),
 			WORKERS: workers,
-			RATE_LIMIT_MAX: '0',
-			AUTH_RATE_LIMIT_MAX: '0',
-			LOCKOUT_THRESHOLD: '0',
-			LOG_LEVEL: args['log-level'],
 			LATCHKEY_ADMIN_EMAIL: ADMIN.email,
 			LATCHKEY_ADMIN_PASSWORD: ADMIN.password,
 			...extra.env,
