@@ -36,7 +36,7 @@ export type ReadHash = ({ ok: true } & ReadableHash) | ({ ok: false } & HashRefu
 /** Caps on a stored hash's cost: above them a hash is refused (a failed check) rather than verified. */
 export type HashCostCaps = { [K in keyof typeof HASH_COST_CAPS]: number }
 export const HASH_COST_CAPS = {
-	argon2MemoryKib: 262_144, // 256 MiB
+	argon2MemoryKib: 1_048_576, // 1 GiB: far above any sensible setting, so that hashes of earlier PASSWORD_HASH_* settings stay readable
 	argon2Passes: 16,
 	argon2Lanes: 16,
 	bcryptCost: 14,
