@@ -178,6 +178,21 @@ describe('an imported user signs in with the old password, and the hash becomes 
 		expect((await login(t, email, `${'x'.repeat(72)}whatever else`)).status).toBe(200)
 	})
 
+	test("a signed-in user whose hash is still imported (say, after a passkey sign-in) proves the old password as currentPassword to change it", async () => {
+		const account = await signUp(t)
+		const hash = keycloakStored(keycloakCredential(OLD_PASSWORD, 'pbkdf2-sha256', 27_500))
+		await database.handle.db.update(users).set({ passwordHash: hash }).where(eq(users.id, account.id))
+		const change = (currentPassword: string) =>
+			t.call('PUT', '/api/users/me', { json: { email: account.email, name: 'Test User', password: 'a brand new passphrase', currentPassword }, token: account.accessToken })
+		const wrong = await change(WRONG)
+		expect(wrong.status).toBe(422)
+		expect(wrong.body.errors).toEqual([{ pointer: '#/currentPassword', code: 'mismatch', detail: 'is not your current password' }])
+		expect(await storedHash(database, account.email)).toBe(hash)
+		expect((await change(OLD_PASSWORD)).status).toBe(200)
+		expect(await storedHash(database, account.email)).toStartWith(OWN_HASH)
+		expect((await login(t, account.email, 'a brand new passphrase')).status).toBe(200)
+	})
+
 	test('Better Auth normalizes to NFKC: the compatibility form of the password signs in too, as it did there', async () => {
 		const email = await importedAccount(t, await betterAuthHash('ﬁve ﬁsh in a row'))
 		expect((await login(t, email, 'five fish in a row')).status).toBe(200)
