@@ -15,6 +15,7 @@ import bcrypt from 'bcryptjs'
 import { eq } from 'drizzle-orm'
 import { FirebaseScrypt } from 'firebase-scrypt'
 import { users } from '../src/db/schema'
+import { importedHash } from '../src/modules/auth/hash-schemes'
 import { observeHashingJobs } from '../src/modules/auth/password'
 import { problem, startTestApp, type TestApp } from './support/app'
 import { createTestDatabase, type TestDatabase } from './support/database'
@@ -40,7 +41,9 @@ const bcryptHash = (password: string, minor: 'a' | 'b' | 'y') => bcrypt.hashSync
 async function betterAuthHash(password: string): Promise<string> {
 	const salt = bytesToHex(randomBytes(16))
 	const key = await scryptAsync(password.normalize('NFKC'), salt, { N: 16384, r: 16, p: 1, dkLen: 64, maxmem: 128 * 16384 * 16 * 2 })
-	return `$better-auth-scrypt$${salt}:${bytesToHex(key)}`
+	const stored = importedHash.betterAuth(`${salt}:${bytesToHex(key)}`) // what the import writes for Better Auth's `salt:key`
+	if (!stored) throw new Error("importedHash.betterAuth refused Better Auth's own hash")
+	return stored
 }
 
 /** The sample of github.com/firebase/scrypt's README: the project's hash_config and user1's exported hash and salt. */
@@ -54,7 +57,9 @@ const FIREBASE_SAMPLE = {
 	hash: 'lSrfV15cpx95/sZS2W9c9Kp6i/LVgQNDNC/qzrCnh1SAyZvqmZqAjTdn3aoItz+VHjoZilo78198JAdRuid5lQ==',
 }
 type FirebaseConfig = Pick<typeof FIREBASE_SAMPLE, 'signerKey' | 'saltSeparator' | 'rounds' | 'memCost'>
+/** What the import writes (importedHash.firebase); the absurd ones it would refuse are written by hand. */
 const firebaseStored = (config: FirebaseConfig, salt: string, hash: string) =>
+	importedHash.firebase(config, { salt, passwordHash: hash }) ??
 	`$firebase-scrypt$r=${config.rounds},m=${config.memCost}$${config.signerKey}$${config.saltSeparator}$${salt}$${hash}`
 
 /** A Keycloak realm export's password credential, as `users[].credentials[]` holds it (Pbkdf2PasswordHashProvider). */
@@ -70,9 +75,9 @@ function keycloakCredential(password: string, algorithm: 'pbkdf2-sha256' | 'pbkd
 }
 /** What the import writes for such a credential. */
 function keycloakStored(credential: ReturnType<typeof keycloakCredential>): string {
-	const secret = JSON.parse(credential.secretData) as { value: string; salt: string }
-	const data = JSON.parse(credential.credentialData) as { hashIterations: number; algorithm: string }
-	return `$${data.algorithm}$i=${data.hashIterations}$${secret.salt}$${secret.value}`
+	const stored = importedHash.keycloak(credential)
+	if (!stored) throw new Error('importedHash.keycloak refused a credential Keycloak writes')
+	return stored
 }
 
 /** Django's PBKDF2PasswordHasher.encode: `pbkdf2_sha256$iterations$salt$base64(pbkdf2(password, salt, 32 bytes))`, Django 5.2's iterations. */
@@ -197,6 +202,14 @@ describe('an imported user signs in with the old password, and the hash becomes 
 		const email = await importedAccount(t, await betterAuthHash('ﬁve ﬁsh in a row'))
 		expect((await login(t, email, 'five fish in a row')).status).toBe(200)
 	})
+})
+
+test('importedHash refuses what it cannot read: another Keycloak algorithm, broken JSON, a Better Auth hash that is not hex', () => {
+	const credential = keycloakCredential(OLD_PASSWORD, 'pbkdf2-sha256', 1000)
+	expect(importedHash.keycloak({ ...credential, credentialData: JSON.stringify({ hashIterations: 1000, algorithm: 'argon2' }) })).toBeUndefined()
+	expect(importedHash.keycloak({ ...credential, secretData: '{not json' })).toBeUndefined()
+	expect(importedHash.betterAuth('zz:zz')).toBeUndefined()
+	expect(importedHash.firebase({ ...FIREBASE_SAMPLE, memCost: 40 }, { salt: FIREBASE_SAMPLE.salt, passwordHash: FIREBASE_SAMPLE.hash })).toBeUndefined()
 })
 
 describe('a malformed or absurd stored hash matches no password: no 500, no hash in the logs', () => {

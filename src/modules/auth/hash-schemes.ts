@@ -209,3 +209,29 @@ function readDjangoPbkdf2(hash: string, caps: HashCostCaps): ReadHash {
 		decoy: () => `pbkdf2_sha256$${iterations}$${randomBytes(salt.length).toString('base64url').slice(0, salt.length)}$${randomBytes(key.length).toString('base64')}`,
 	}
 }
+
+/**
+ * What an import writes into users.password_hash from another service's fields (API.md, "Metadata, import and
+ * export"); undefined when the fields do not make a hash this module reads. bcrypt, argon2 PHC strings and Django's
+ * `pbkdf2_sha256$…` are stored as the service gives them.
+ */
+export const importedHash = {
+	/** Better Auth's `account.password` (`salt:key`, hex). */
+	betterAuth: (saltKey: string) => readable(`$better-auth-scrypt$${saltKey}`),
+	/** Firebase's `auth:export` passwordHash and salt, with the project's hash parameters as `auth:import` takes them (base64). */
+	firebase: (project: { signerKey: string; saltSeparator: string; rounds: number; memCost: number }, user: { passwordHash: string; salt: string }) =>
+		readable(`$firebase-scrypt$r=${project.rounds},m=${project.memCost}$${project.signerKey}$${project.saltSeparator}$${user.salt}$${user.passwordHash}`),
+	/** A Keycloak realm export's password credential: its `secretData` and `credentialData` (JSON text). */
+	keycloak: (credential: { secretData: string; credentialData: string }) => {
+		try {
+			const secret = JSON.parse(credential.secretData) as { value?: unknown; salt?: unknown }
+			const data = JSON.parse(credential.credentialData) as { hashIterations?: unknown; algorithm?: unknown }
+			if (typeof secret.value !== 'string' || typeof secret.salt !== 'string' || typeof data.hashIterations !== 'number') return undefined
+			if (data.algorithm !== 'pbkdf2-sha256' && data.algorithm !== 'pbkdf2-sha512') return undefined
+			return readable(`$${data.algorithm}$i=${data.hashIterations}$${secret.salt}$${secret.value}`)
+		} catch {
+			return undefined
+		}
+	},
+}
+const readable = (hash: string) => (readStoredHash(hash).ok ? hash : undefined)
