@@ -143,9 +143,13 @@ export function createApp({ config, database, keys, oauthKey, log, counters, pee
 	const store = counters ?? createCounterStore(config.rateLimit.redisUrl, log)
 	const routeTable: RouteTable = { routes: [] }
 	const { db } = database
-	// Parameter sets of hashes still stored under older PASSWORD_HASH_* settings, learnt before the first login is
-	// checked, so that from the first login on such accounts cost what an unknown email costs (verifyForLogin).
-	const hasher = new PasswordHasher(config.password, { storedHashSample: () => sampleLegacyHashes(db, config.password) })
+	// Cost classes of hashes still stored under older PASSWORD_HASH_* settings or imported from another service, learnt
+	// before the first login is checked, so that from the first login on such accounts cost what an unknown email costs
+	// (verifyForLogin). A stored hash refused unread is logged by its scheme and the reason, never the hash.
+	const hasher = new PasswordHasher(config.password, {
+		storedHashSample: () => sampleLegacyHashes(db, config.password),
+		onRefusedHash: ({ scheme, reason }) => log.warn({ scheme, reason }, 'stored password hash refused: it matches no password'),
+	})
 	const metrics = new Metrics({
 		poolMax: config.database.kind === 'postgres' ? config.database.poolMax : 1,
 	})

@@ -18,8 +18,12 @@
  * two groups (0.5 = a coin toss).
  *
  *   bun test/bench/hash-settings-timing.ts [--samples 200] [--warmup 10] [--accounts 20]
- *       [--directions raised,lowered] [--source <checkout>] [--binary <compiled latchkey>]
+ *       [--directions raised,lowered,imported-bcrypt,imported-keycloak] [--source <checkout>] [--binary <compiled latchkey>]
  *       [--server postgres://postgres@127.0.0.1:5432/postgres] [--cpus 0]
+ *
+ * imported-bcrypt and imported-keycloak keep the default settings and give the "old" accounts hashes
+ * as an import from GoTrue/Auth0 (bcrypt, cost 10) or Keycloak (PBKDF2-SHA256, 27,500 iterations)
+ * writes them (issue 27): can time tell an imported account from an unknown email?
  *
  * --source runs `bun <checkout>/src/index.ts` (default: this checkout); --binary runs a compiled
  * binary instead. --cpus pins the service to those CPUs (`taskset -c`, Linux), e.g. `0` for a
@@ -27,10 +31,12 @@
  * rate limits and lockout off (they would refuse the probes). Run it on a quiet machine: every
  * other process competing for the cores adds noise to both groups alike.
  */
+import { pbkdf2Sync, randomBytes } from 'node:crypto'
 import { mkdtempSync, openSync, rmSync } from 'node:fs'
 import os from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
+import bcrypt from 'bcryptjs'
 import postgres from 'postgres'
 import { TEST_OAUTH_SIGNING_KEY } from '../support/oauth-key'
 import { freePort } from '../support/ports'
@@ -65,9 +71,22 @@ interface HashSettings {
 }
 const OWASP_MINIMUM: HashSettings = { memoryKib: 19456, timeCost: 2 }
 const DEFAULTS: HashSettings = { memoryKib: 65536, timeCost: 2 } // src/config/env.ts
-const DIRECTIONS: Record<string, { from: HashSettings; to: HashSettings }> = {
+/** What the old accounts' hashes are replaced with, as an import from another service writes them (hash-schemes.ts). */
+const IMPORTED: Record<string, (password: string) => string> = {
+	// GoTrue / Auth0: bcrypt at cost 10.
+	bcrypt: (password) => bcrypt.hashSync(password, 10),
+	// A Keycloak realm export's credential: pbkdf2-sha256, 27,500 iterations, 512-bit key.
+	keycloak: (password) => {
+		const salt = randomBytes(16)
+		return `$pbkdf2-sha256$i=27500$${salt.toString('base64')}$${pbkdf2Sync(password, salt, 27_500, 64, 'sha256').toString('base64')}`
+	},
+}
+const DIRECTIONS: Record<string, { from: HashSettings; to: HashSettings; imported?: (password: string) => string }> = {
 	raised: { from: OWASP_MINIMUM, to: DEFAULTS },
 	lowered: { from: DEFAULTS, to: OWASP_MINIMUM },
+	// Not settings changes: the "old" accounts hold imported hashes (issue 27), the settings stay the defaults.
+	'imported-bcrypt': { from: DEFAULTS, to: DEFAULTS, imported: IMPORTED.bcrypt },
+	'imported-keycloak': { from: DEFAULTS, to: DEFAULTS, imported: IMPORTED.keycloak },
 }
 const PASSWORD = 'timing probe passphrase 2026'
 const WRONG = 'not the passphrase at all'
@@ -196,6 +215,14 @@ async function measure(direction: string) {
 			for (const email of oldAccounts) await signUp(before.url, email)
 		} finally {
 			await before.stop()
+		}
+		if (spec.imported) {
+			const db = postgres(databaseUrl, { max: 1, onnotice: () => {} })
+			try {
+				for (const email of oldAccounts) await db`update users set password_hash = ${spec.imported(PASSWORD)} where email = ${email}`
+			} finally {
+				await db.end()
+			}
 		}
 		const service = await startService(databaseUrl, spec.to, workDir, 'new.log')
 		try {

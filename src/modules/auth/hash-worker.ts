@@ -1,11 +1,12 @@
 /**
- * One argon2id worker thread (see HashingPool in password.ts). It lowers its
+ * One hashing worker thread: argon2id, and the imported schemes of hash-schemes.ts (see HashingPool in password.ts). It lowers its
  * own scheduling priority first, so that when hashing and request handling
  * compete for the cores, the kernel runs the requests; when nothing else
  * wants a core, hashing still gets all of it.
  */
 import { readlinkSync } from 'node:fs'
 import os from 'node:os'
+import { verifyStoredHash } from './hash-schemes'
 import type { HashJob, HashReply } from './password'
 
 declare const self: Worker
@@ -20,15 +21,6 @@ function lowerPriority(niceness: number) {
 	}
 }
 
-/** A stored hash Bun cannot read (malformed, an unknown algorithm) matches no password: a failed check, not a failed request. */
-function verify(password: string, hash: string): boolean {
-	try {
-		return Bun.password.verifySync(password, hash)
-	} catch {
-		return false
-	}
-}
-
 self.onmessage = ({ data: job }: MessageEvent<HashJob>) => {
 	if (job.op === 'init') return lowerPriority(job.niceness)
 	let reply: HashReply
@@ -36,7 +28,8 @@ self.onmessage = ({ data: job }: MessageEvent<HashJob>) => {
 		reply =
 			job.op === 'hash'
 				? { id: job.id, value: Bun.password.hashSync(job.password, { algorithm: 'argon2id', memoryCost: job.memoryCost, timeCost: job.timeCost }) }
-				: { id: job.id, value: verify(job.password, job.hash) }
+				: // A stored hash that cannot be read (malformed, unknown, too costly) matches no password: a failed check, not a failed request.
+					{ id: job.id, value: verifyStoredHash(job.password, job.hash, job.caps) }
 	} catch {
 		reply = { id: job.id, failed: true }
 	}

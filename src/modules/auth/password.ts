@@ -1,6 +1,7 @@
 import { dictionary } from '@zxcvbn-ts/language-common'
 import type { FieldError } from '../../http/problem'
 import { isCompiledBinary } from '../../runtime'
+import { HASH_COST_CAPS, readStoredHash, type HashCostCaps, type HashRefusal } from './hash-schemes'
 
 export const PASSWORD_MAX_LENGTH = 256
 
@@ -37,7 +38,8 @@ export function passwordProblem(password: string, minLength: number, pointer = '
 export type HashJob =
 	| { op: 'init'; niceness: number }
 	| { op: 'hash'; id: number; password: string; memoryCost: number; timeCost: number }
-	| { op: 'verify'; id: number; password: string; hash: string }
+	/** The password as typed: each scheme normalizes it as its service did (hash-schemes.ts). */
+	| { op: 'verify'; id: number; password: string; hash: string; caps: HashCostCaps }
 export type HashReply = { id: number; value: string | boolean; failed?: undefined } | { id: number; failed: true }
 
 /**
@@ -65,7 +67,7 @@ class HashingPool {
 			const info: HashingJobInfo =
 				job.op === 'hash'
 					? { op: 'hash', parameters: { memoryCost: job.memoryCost, timeCost: job.timeCost } }
-					: { op: 'verify', parameters: hashParameters(job.hash) }
+					: { op: 'verify', parameters: hashParameters(job.hash), costClass: costClassOf(job.hash) }
 			for (const observe of jobObservers) observe(info)
 		}
 		const worker = await this.acquire()
@@ -150,7 +152,14 @@ const parametersKey = ({ memoryCost, timeCost }: HashParameters) => `m=${memoryC
 /** What a hashing job costs, as observers of the pool see it; parameters are undefined for a hash that does not parse. */
 export interface HashingJobInfo {
 	op: 'hash' | 'verify'
+	/** Latchkey's own argon2id parameters; undefined for other schemes. */
 	parameters: HashParameters | undefined
+	/** A verification's cost class (hash-schemes.ts), whatever the scheme; undefined for an unreadable hash. */
+	costClass?: string
+}
+const costClassOf = (hash: string) => {
+	const read = readStoredHash(hash, { ...HASH_COST_CAPS, argon2MemoryKib: Infinity, argon2Passes: Infinity })
+	return read.ok ? read.costClass : undefined
 }
 const jobObservers = new Set<(job: HashingJobInfo) => void>()
 
@@ -165,25 +174,36 @@ export function observeHashingJobs(observer: (job: HashingJobInfo) => void): () 
 }
 
 /**
- * Parameter sets other than the configured one a hasher keeps dummy hashes
- * for. Each costs every login one more verification, so few; they come from
- * past settings, and a deployment changes its settings rarely.
+ * Cost classes other than the configured one a hasher keeps dummies for:
+ * argon2id parameter sets of past settings, and the schemes and costs of
+ * imported hashes (hash-schemes.ts). Each costs every login one more
+ * verification, so few; they leave at the first restart after no stored
+ * hash has them any more (imported hashes are replaced at their first login).
  */
-export const MAX_LEGACY_PARAMETER_SETS = 3
+export const MAX_LEGACY_PARAMETER_SETS = 4
 
 export interface PasswordHasherOptions {
 	/**
-	 * Stored hashes to learn parameter sets from before the first login is
+	 * Stored hashes to learn cost classes from before the first login is
 	 * checked (see verifyForLogin); called once, again after a failure.
 	 */
 	storedHashSample?: () => Promise<string[]>
+	/** Told of a stored hash refused unread (malformed, or an absurd cost): the scheme and why, never the hash. */
+	onRefusedHash?: (refusal: HashRefusal) => void
 }
+
+/** A cost class a login check covers: Latchkey's own argon2id at some parameters, or another scheme's, covered by a decoy. */
+type CostClass = { parameters: HashParameters; decoy?: undefined } | { parameters?: undefined; decoy: string }
+/** argon2 first, costliest first (see verifyForLogin); other schemes after, in the order learnt. */
+const argon2Cost = (costClass: CostClass) => (costClass.parameters ? costClass.parameters.memoryCost * costClass.parameters.timeCost : 0)
 
 export class PasswordHasher {
 	private readonly current: HashParameters
-	/** Parameter sets of stored hashes seen other than the current one, by key; at most MAX_LEGACY_PARAMETER_SETS. */
-	private readonly legacy = new Map<string, HashParameters>()
-	/** One dummy hash per parameter set, made on first need, of a random password. */
+	/** The caps of hash-schemes.ts, raised to the configured argon2id settings, which are never refused. */
+	private readonly caps: HashCostCaps
+	/** Cost classes of stored hashes seen other than the current one, by key; at most MAX_LEGACY_PARAMETER_SETS. */
+	private readonly legacy = new Map<string, CostClass>()
+	/** One dummy hash per cost class, made on first need: of a random password (argon2id) or a decoy (other schemes). */
 	private readonly dummies = new Map<string, Promise<string>>()
 	private sampled: Promise<void> | undefined
 
@@ -192,6 +212,11 @@ export class PasswordHasher {
 		private readonly options: PasswordHasherOptions = {},
 	) {
 		this.current = { memoryCost: settings.memoryCost, timeCost: settings.timeCost }
+		this.caps = {
+			...HASH_COST_CAPS,
+			argon2MemoryKib: Math.max(HASH_COST_CAPS.argon2MemoryKib, settings.memoryCost),
+			argon2Passes: Math.max(HASH_COST_CAPS.argon2Passes, settings.timeCost),
+		}
 	}
 
 	async hash(password: string): Promise<string> {
@@ -199,68 +224,84 @@ export class PasswordHasher {
 	}
 
 	async verify(password: string, hash: string): Promise<boolean> {
-		return this.verifyNormalized(normalizePassword(password), hash)
+		return this.read(hash) !== undefined && this.verifyTyped(password, hash)
 	}
 
 	/**
-	 * The login's check, whose argon2 work is the same whether the account
-	 * exists (`storedHash`) or not (undefined), and whatever parameters its
-	 * hash was made with: one verification at every parameter set the hasher
-	 * knows — the configured one and the legacy ones it has learnt — run side
-	 * by side on the pool. The stored hash is verified at its own set and a
-	 * dummy hash at each other; an unknown email verifies dummies at all of
-	 * them. So after PASSWORD_HASH_* changes, raised or lowered, an account
-	 * still on the old parameters costs what an unknown email costs: the sum
-	 * of the sets' costs in CPU, the costliest one in time while cores are free.
+	 * The login's check, whose hashing work is the same whether the account
+	 * exists (`storedHash`) or not (undefined), and whatever scheme and cost
+	 * its hash has: one verification in every cost class the hasher knows —
+	 * the configured argon2id set, and the legacy classes it has learnt
+	 * (older argon2id settings, imported schemes: hash-schemes.ts) — run side
+	 * by side on the pool. The stored hash is verified in its own class and a
+	 * dummy hash in each other; an unknown email verifies dummies in all of
+	 * them. So an account still on old parameters, or on an imported bcrypt,
+	 * scrypt or PBKDF2 hash, costs what an unknown email costs: the sum of the
+	 * classes' costs in CPU, the costliest one in time while cores are free.
 	 *
-	 * A stored hash with a set not yet known teaches it (until the bound); one
-	 * that is not an argon2id hash this service could have written (another
-	 * algorithm, lanes, a malformed string) is verified on top of the dummies,
-	 * so it costs more: only the service's own hashes are covered. A stored
-	 * hash that cannot be read matches no password (hash-worker.ts).
+	 * A stored hash of a class not yet known teaches it (until the bound); one
+	 * beyond the bound is verified on top of the dummies, so it costs more. A
+	 * stored hash that is refused unread (malformed, an absurd cost) is not
+	 * verified at all: the check does an unknown email's work and fails.
 	 */
 	async verifyForLogin(password: string, storedHash: string | undefined): Promise<boolean> {
 		await this.sampleStoredHashes()
-		const normalized = normalizePassword(password)
-		const own = storedHash === undefined ? undefined : this.learnParameters(storedHash)
+		const readable = storedHash === undefined ? undefined : this.read(storedHash)
+		const own = readable && storedHash !== undefined ? this.learn(readable.costClass, readable.decoy, storedHash) : undefined
 		// Costliest first: the pool hands the first job to the thread that finished last, the one that ran the
 		// costliest set before and still holds that much memory; swapping sizes costs fresh pages (2–3× the time, measured).
-		const sets = this.parameterSets().sort(([, a], [, b]) => b.memoryCost * b.timeCost - a.memoryCost * a.timeCost)
+		const classes = this.costClasses().sort(([, a], [, b]) => argon2Cost(b) - argon2Cost(a))
 		// The hashes first, so that every check hands its jobs to the pool at once and in the same order.
-		const hashes = await Promise.all(sets.map(([key, parameters]) => (key === own ? storedHash : undefined) ?? this.dummy(key, parameters)))
-		let realAt = sets.findIndex(([key]) => key === own)
-		if (storedHash !== undefined && realAt < 0) realAt = hashes.push(storedHash) - 1
-		const results = await Promise.all(hashes.map((hash) => this.verifyNormalized(normalized, hash)))
+		const hashes = await Promise.all(classes.map(([key, costClass]) => (key === own ? storedHash : undefined) ?? this.dummy(key, costClass)))
+		let realAt = classes.findIndex(([key]) => key === own)
+		if (readable && storedHash !== undefined && realAt < 0) realAt = hashes.push(storedHash) - 1
+		const results = await Promise.all(hashes.map((hash) => this.verifyTyped(password, hash)))
 		return results[realAt] === true
 	}
 
 	/**
-	 * Adds the parameter set of a stored hash to those every login check
-	 * covers, and starts making its dummy hash. Returns the set's key when it
-	 * is covered (the configured set, a known one, or a new one within
-	 * MAX_LEGACY_PARAMETER_SETS), undefined otherwise.
+	 * Adds the cost class of a stored hash to those every login check covers,
+	 * and starts making its dummy. Returns the class's key when it is covered
+	 * (the configured set, a known class, or a new one within
+	 * MAX_LEGACY_PARAMETER_SETS), undefined otherwise (also for a hash refused unread).
 	 */
 	learnParameters(storedHash: string): string | undefined {
-		const parameters = hashParameters(storedHash)
-		if (!parameters) return undefined
-		const key = parametersKey(parameters)
-		if (key === parametersKey(this.current) || this.legacy.has(key)) return key
-		if (this.legacy.size >= MAX_LEGACY_PARAMETER_SETS) return undefined
-		this.legacy.set(key, parameters)
-		// Made now, so that the next unknown email does not wait for it (a failure is retried on use).
-		this.dummy(key, parameters).catch(() => {})
-		return key
+		const readable = this.read(storedHash)
+		return readable && this.learn(readable.costClass, readable.decoy, storedHash)
 	}
 
-	/** The parameter sets a login check covers, by key: the configured one first. */
-	parameterSets(): Array<[string, HashParameters]> {
-		return [[parametersKey(this.current), this.current], ...this.legacy]
+	/** The cost classes a login check covers, by key: the configured argon2id set first. */
+	parameterSets(): Array<[string, CostClass]> {
+		return this.costClasses()
 	}
 
-	/** True when a stored hash was made with other parameters than the configured ones. */
+	/** True when a stored hash is not Latchkey's argon2id at the configured parameters (imported hashes included). */
 	needsRehash(hash: string): boolean {
 		const parameters = hashParameters(hash)
 		return !parameters || parametersKey(parameters) !== parametersKey(this.current)
+	}
+
+	private costClasses(): Array<[string, CostClass]> {
+		return [[parametersKey(this.current), { parameters: this.current }], ...this.legacy]
+	}
+
+	/** A stored hash read under this hasher's caps; undefined (and the refusal told, without the hash) when refused. */
+	private read(storedHash: string) {
+		const read = readStoredHash(storedHash, this.caps)
+		if (read.ok) return read
+		this.options.onRefusedHash?.({ scheme: read.scheme, reason: read.reason })
+		return undefined
+	}
+
+	private learn(key: string, decoy: () => string, storedHash: string): string | undefined {
+		if (key === parametersKey(this.current) || this.legacy.has(key)) return key
+		if (this.legacy.size >= MAX_LEGACY_PARAMETER_SETS) return undefined
+		const parameters = hashParameters(storedHash)
+		const costClass: CostClass = parameters ? { parameters } : { decoy: decoy() }
+		this.legacy.set(key, costClass)
+		// Made now, so that the next unknown email does not wait for it (a failure is retried on use).
+		this.dummy(key, costClass).catch(() => {})
+		return key
 	}
 
 	private async sampleStoredHashes() {
@@ -276,10 +317,11 @@ export class PasswordHasher {
 		await this.sampled
 	}
 
-	private dummy(key: string, parameters: HashParameters): Promise<string> {
+	private dummy(key: string, costClass: CostClass): Promise<string> {
+		if (costClass.decoy !== undefined) return Promise.resolve(costClass.decoy)
 		let made = this.dummies.get(key)
 		if (!made) {
-			made = this.hashWith(crypto.randomUUID(), parameters)
+			made = this.hashWith(crypto.randomUUID(), costClass.parameters)
 			// Retried on next use; a legacy set Bun cannot hash with (an absurd cost written into the table) is dropped.
 			made.catch(() => {
 				this.dummies.delete(key)
@@ -294,7 +336,8 @@ export class PasswordHasher {
 		return String(await hashingPool(this.settings.niceness).run({ op: 'hash', password: normalized, memoryCost, timeCost }))
 	}
 
-	private async verifyNormalized(normalized: string, hash: string): Promise<boolean> {
-		return (await hashingPool(this.settings.niceness).run({ op: 'verify', password: normalized, hash })) === true
+	/** Verifies on the pool; the password as typed, each scheme normalizing it as its service did. */
+	private async verifyTyped(password: string, hash: string): Promise<boolean> {
+		return (await hashingPool(this.settings.niceness).run({ op: 'verify', password, hash, caps: this.caps })) === true
 	}
 }
