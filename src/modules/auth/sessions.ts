@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, gt, inArray, isNull, lt, ne, notExists, sql } from 'drizzle-orm'
+import { and, asc, desc, eq, getTableColumns, gt, inArray, isNull, lt, ne, notExists, sql } from 'drizzle-orm'
 import type { Config } from '../../config/env'
 import type { Database, Queryable } from '../../db/client'
 import { factors, organizationMembers, organizations, refreshTokens, sessions, users, type SessionRow, type UserRow } from '../../db/schema'
@@ -39,8 +39,15 @@ export const PASSWORD_ONLY: SessionAssurance = { amr: ['pwd'], aal: 'aal1', enro
  */
 export const PROVIDER_ONLY: SessionAssurance = { amr: [], aal: 'aal1', enrollmentOnly: false }
 
+/**
+ * The caller's account as the per-request lookup reads it: every column but `metadata` and `appMetadata`, up to
+ * 16 KiB that no guard needs (a route that shows them reads them: GET /users/{id}).
+ */
+export type CallerUser = Omit<UserRow, 'metadata' | 'appMetadata'>
+const { metadata: _metadata, appMetadata: _appMetadata, ...callerUserColumns } = getTableColumns(users)
+
 export interface Caller {
-	user: UserRow
+	user: CallerUser
 	sessionId: string
 	assurance: SessionAssurance
 	/** The session's last sign-in or check of its owner (the tokens' `auth_time`). */
@@ -176,7 +183,7 @@ export async function issueTokenPair(db: Queryable, sessionId: string, parentId:
  */
 export function callerFinder(db: Database, mfaRequired: Config['mfa']['required'] = 'off') {
 	const columns = {
-		user: users,
+		user: callerUserColumns,
 		supersededAccessTokenIds: sessions.supersededAccessTokenIds,
 		amr: sessions.amr,
 		aal: sessions.aal,

@@ -6,7 +6,7 @@ import { nextPageLink } from '../../http/pagination'
 import { envelope, reportWithSchemaErrors } from '../../http/problem'
 import { chargeAuthBudget } from '../../http/rate-limit'
 import { UserModel } from './model'
-import { normalizeEmail, toUserResource } from './model'
+import { metadataProblems, normalizeEmail, toUserResource } from './model'
 import type { UsersService } from './service'
 import { requestContext } from '../../http/request-context'
 
@@ -29,7 +29,8 @@ export const usersModule = ({ users, guard }: UsersModuleDeps) =>
 			// A sign-up, or a PUT that sets or checks a password, computes a hash: the /auth budget pays for it.
 			if (request.method === 'POST' || 'password' in candidate || 'currentPassword' in candidate) chargeAuthBudget(request)
 			const passwordProblem = typeof candidate.password === 'string' ? users.passwordProblem(candidate.password) : undefined
-			if (passwordProblem) reportWithSchemaErrors(request, [passwordProblem])
+			const early = [...(passwordProblem ? [passwordProblem] : []), ...metadataProblems(candidate as { metadata?: unknown; appMetadata?: unknown })]
+			if (early.length > 0) reportWithSchemaErrors(request, early)
 		})
 		.post(
 			'',
@@ -74,9 +75,8 @@ export const usersModule = ({ users, guard }: UsersModuleDeps) =>
 		.get(
 			'/:id',
 			async ({ params, caller }) => {
-				const id = targetUserId(params.id, caller)
-				// The guard has just read the caller's own row; do not read it again.
-				return envelope(toUserResource(id === caller.user.id ? caller.user : await users.get(id)), 'User')
+				// The guard's read of the caller leaves out the metadata (no other route needs it): the account is read here.
+				return envelope(toUserResource(await users.get(targetUserId(params.id, caller))), 'User')
 			},
 			{
 				auth: { level: 'self', duringEnrollment: true },
