@@ -48,7 +48,7 @@ export const usersModule = ({ users, guard }: UsersModuleDeps) =>
 					operationId: 'createUser',
 					summary: 'Sign up, or (as an admin) create an account',
 					description:
-						'Open to anyone while sign-up is enabled; admins (with their token) always. Only admins may set `role`. `Location` names the new account. Counts against the stricter `/auth` rate limit (it computes a password hash). All invalid fields are reported at once, the password policy included.',
+						'Open to anyone while sign-up is enabled; admins (with their token) always. Only admins may set `role` and a non-empty `appMetadata` (anyone else: 403). `Location` names the new account. Counts against the stricter `/auth` rate limit (it computes a password hash). All invalid fields are reported at once, the password policy included.',
 					// A token is optional: without one this is a sign-up.
 					security: [{}, { bearerAuth: [] }],
 				},
@@ -101,7 +101,7 @@ export const usersModule = ({ users, guard }: UsersModuleDeps) =>
 					operationId: 'replaceUser',
 					summary: 'Replace the editable fields of an account',
 					description:
-						'Users changing their own email or password prove it is them: with `currentPassword`, or without it from a session signed in or checked (POST /auth/reauthentication) within REAUTHENTICATION_SECONDS (default 5 minutes), else 403 `reauthentication-required`. A wrong `currentPassword` counts as a failed login of the account (its lockout then answers 429 `login-locked`). Only admins may change `role` or `status`. A new password revokes the other sessions. A request that sets or checks a password counts against the stricter `/auth` rate limit. If the account\'s credentials change while the request is handled (another password or email change), it is refused with 409 `conflict`: read the account again and retry.',
+						'Users changing their own email or password prove it is them: with `currentPassword`, or without it from a session signed in or checked (POST /auth/reauthentication) within REAUTHENTICATION_SECONDS (default 5 minutes), else 403 `reauthentication-required`. A wrong `currentPassword` counts as a failed login of the account (its lockout then answers 429 `login-locked`). Only admins may change `role`, `status` or `appMetadata` (sending back the current value is fine). `metadata` and `appMetadata` are each a JSON object of at most 8 KiB as compact JSON in UTF-8 (422 at `#/metadata` or `#/appMetadata` beyond); omitted, they are unchanged. A new password revokes the other sessions. A request that sets or checks a password counts against the stricter `/auth` rate limit. If the account\'s credentials change while the request is handled (another password or email change), it is refused with 409 `conflict`: read the account again and retry.',
 				},
 			},
 		)
