@@ -182,8 +182,26 @@ export async function issueTokenPair(db: Queryable, sessionId: string, parentId:
  * database (a Drizzle prepared query) instead of once per request.
  */
 export function callerFinder(db: Database, mfaRequired: Config['mfa']['required'] = 'off') {
+	const plain = callerLookup(db, mfaRequired, false)
+	const full = callerLookup(db, mfaRequired, true)
+	return (claims: CallerClaims, options: { metadata?: boolean } = {}) => (options.metadata ? full : plain)(claims)
+}
+
+type CallerClaims = { sid: string; sub: string; jti: string; authTime: number; org?: string }
+
+/** Whether the caller's account was read with its metadata (a route that asked for it: see the guard's `metadata`). */
+export const withMetadata = (user: CallerUser): user is UserRow => 'metadata' in user && 'appMetadata' in user
+
+/**
+ * The lookup of callerFinder, reading the caller's metadata or not: a route that shows the caller's own account
+ * (GET /users/me) has them from the one read it makes anyway, and every other route does not pay for them.
+ */
+function callerLookup(db: Database, mfaRequired: Config['mfa']['required'], metadata: boolean) {
+	// Typed as the narrower set either way: `withMetadata` tells at run time whether the two columns were read.
+	const userColumns = (metadata ? getTableColumns(users) : callerUserColumns) as typeof callerUserColumns
+	const suffix = metadata ? '_metadata' : ''
 	const columns = {
-		user: callerUserColumns,
+		user: userColumns,
 		supersededAccessTokenIds: sessions.supersededAccessTokenIds,
 		amr: sessions.amr,
 		aal: sessions.aal,
@@ -210,7 +228,7 @@ export function callerFinder(db: Database, mfaRequired: Config['mfa']['required'
 			),
 		)
 		.limit(1)
-		.prepare(mfaRequired === 'off' ? 'latchkey_find_caller' : 'latchkey_find_caller_mfa')
+		.prepare(`${mfaRequired === 'off' ? 'latchkey_find_caller' : 'latchkey_find_caller_mfa'}${suffix}`)
 
 	// A token with an `org` claim is read by the same query with the membership joined (by primary key) and its
 	// roles' permissions as a subquery: still one round trip, and a token without one pays nothing for it.
@@ -237,7 +255,7 @@ export function callerFinder(db: Database, mfaRequired: Config['mfa']['required'
 			),
 		)
 		.limit(1)
-		.prepare(mfaRequired === 'off' ? 'latchkey_find_caller_org' : 'latchkey_find_caller_org_mfa')
+		.prepare(`${mfaRequired === 'off' ? 'latchkey_find_caller_org' : 'latchkey_find_caller_org_mfa'}${suffix}`)
 
 	type Row = Awaited<ReturnType<typeof lookup.execute>>[number]
 	const callerOf = (row: Row | undefined, claims: { sid: string; jti: string; authTime: number }, organization: OrganizationClaim | null | undefined): Caller | undefined => {
@@ -251,7 +269,7 @@ export function callerFinder(db: Database, mfaRequired: Config['mfa']['required'
 		return { user: row.user, sessionId: claims.sid, assurance: { amr, aal, enrollmentOnly }, authenticatedAt, ...(organization === undefined ? {} : { organization }) }
 	}
 
-	return async (claims: { sid: string; sub: string; jti: string; authTime: number; org?: string }): Promise<Caller | undefined> => {
+	return async (claims: CallerClaims): Promise<Caller | undefined> => {
 		if (!claims.org) return callerOf((await lookup.execute({ sid: claims.sid, sub: claims.sub }))[0], claims, undefined)
 		const [row] = await withOrganization.execute({ sid: claims.sid, sub: claims.sub, org: claims.org })
 		// Served as the membership is now: gone, or the organization deactivated, as if the token carried no `org`.

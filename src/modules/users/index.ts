@@ -1,6 +1,7 @@
 import { Elysia, t } from 'elysia'
 import type { authGuard } from '../auth/guard'
 import { targetUserId } from '../auth/guard'
+import { withMetadata } from '../auth/sessions'
 import { Envelope, problemResponses, withResponseHeaders } from '../../http/openapi'
 import { nextPageLink } from '../../http/pagination'
 import { envelope, reportWithSchemaErrors } from '../../http/problem'
@@ -75,11 +76,12 @@ export const usersModule = ({ users, guard }: UsersModuleDeps) =>
 		.get(
 			'/:id',
 			async ({ params, caller }) => {
-				// The guard's read of the caller leaves out the metadata (no other route needs it): the account is read here.
-				return envelope(toUserResource(await users.get(targetUserId(params.id, caller))), 'User')
+				const id = targetUserId(params.id, caller)
+				// The guard has just read the caller's own row, metadata included (`metadata: true`); do not read it again.
+				return envelope(toUserResource(id === caller.user.id && withMetadata(caller.user) ? caller.user : await users.get(id)), 'User')
 			},
 			{
-				auth: { level: 'self', duringEnrollment: true },
+				auth: { level: 'self', duringEnrollment: true, metadata: true },
 				params: UserModel.idParams,
 				response: { 200: UserEnvelope, ...problemResponses(401, 403, 404, 422, 429) },
 				detail: { operationId: 'getUser', summary: 'Read an account (the user themself, or an admin)' },
