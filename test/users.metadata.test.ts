@@ -206,6 +206,17 @@ describe('appMetadata.claims in tokens', () => {
 		expect(jwtPayload(again.body.data.accessToken).tenant).toBeUndefined()
 	})
 
+	test('a member named __proto__ is refused at any depth, as in every body', async () => {
+		const user = await signUp(t)
+		const body = `{"email":"${user.email}","name":"Test User","appMetadata":{"claims":{"__proto__":{"role":"admin"},"tenant":"acme"}}}`
+		const res = await t.call('PUT', `/api/users/${user.id}`, { body, headers: { 'content-type': 'application/json' }, token: admin.accessToken })
+		expect(res.status).toBe(422)
+		expect(res.body).toEqual(
+			invalid(`/api/users/${user.id}`, [{ pointer: '#/appMetadata/claims/__proto__', code: 'additionalProperties', detail: 'is not an allowed member name' }]),
+		)
+		expect((await get('me', user)).body.data.appMetadata).toEqual({})
+	})
+
 	test('claims that are not an object add nothing', async () => {
 		const user = await signUp(t)
 		await put(user.id, { email: user.email, name: 'Test User', appMetadata: { claims: ['tenant'] } }, admin)
