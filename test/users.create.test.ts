@@ -52,6 +52,8 @@ describe('POST /users creates an account', () => {
 				deactivatedAt: null,
 				emailVerified: false,
 				pendingEmail: null,
+				metadata: {},
+				appMetadata: {},
 			},
 			message: 'User created',
 			errors: [],

@@ -129,7 +129,7 @@ describe('keyset pagination', () => {
 			errors: [],
 		})
 		expect(Object.keys(res.body.data.items[0]).sort()).toEqual(
-			['createdAt', 'deactivatedAt', 'email', 'emailVerified', 'id', 'name', 'pendingEmail', 'role', 'status', 'updatedAt'].sort(),
+			['appMetadata', 'createdAt', 'deactivatedAt', 'email', 'emailVerified', 'id', 'metadata', 'name', 'pendingEmail', 'role', 'status', 'updatedAt'].sort(),
 		)
 	})
 })

@@ -71,6 +71,8 @@ const USER = (account: { id: string; email: string }, fields: Record<string, unk
 	deactivatedAt: null,
 	emailVerified: false,
 	pendingEmail: null,
+	metadata: {},
+	appMetadata: {},
 	...fields,
 })
 

@@ -26,6 +26,7 @@ import m0022 from '../../drizzle/0022_email_code_sign_in.sql' with { type: 'text
 import m0023 from '../../drizzle/0023_oauth_session_uid.sql' with { type: 'text' }
 import m0024 from '../../drizzle/0024_organizations.sql' with { type: 'text' }
 import m0025 from '../../drizzle/0025_organization_member_roles.sql' with { type: 'text' }
+import m0026 from '../../drizzle/0026_user_metadata.sql' with { type: 'text' }
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core'
 import type * as schema from './schema'
 
@@ -64,6 +65,7 @@ const MIGRATION_SQL: Record<string, string> = {
 	'0023_oauth_session_uid': m0023,
 	'0024_organizations': m0024,
 	'0025_organization_member_roles': m0025,
+	'0026_user_metadata': m0026,
 }
 
 export interface Migration {

@@ -28,6 +28,9 @@ export const users = pgTable(
 		pendingEmail: text('pending_email'),
 		...timestamps,
 		deactivatedAt: timestamp('deactivated_at', { withTimezone: true, precision: 3 }),
+		// The user's own data, and the data only admins write (its `claims` go into tokens): JSON objects (API.md).
+		metadata: jsonb('metadata').$type<Record<string, unknown>>().notNull().default({}),
+		appMetadata: jsonb('app_metadata').$type<Record<string, unknown>>().notNull().default({}),
 	},
 	(table) => [
 		uniqueIndex('users_email_key').on(table.email),
@@ -41,6 +44,8 @@ export const users = pgTable(
 		check('users_pending_email_normalised', sql`${table.pendingEmail} = lower(btrim(${table.pendingEmail})) and ${table.pendingEmail} <> ${table.email}`),
 		check('users_role_valid', sql`${table.role} in ('user', 'admin')`),
 		check('users_status_valid', sql`${table.status} in ('active', 'deactivated')`),
+		check('users_metadata_object', sql`jsonb_typeof(${table.metadata}) = 'object'`),
+		check('users_app_metadata_object', sql`jsonb_typeof(${table.appMetadata}) = 'object'`),
 		check(
 			'users_deactivated_at_matches_status',
 			sql`(${table.status} = 'deactivated') = (${table.deactivatedAt} is not null)`,

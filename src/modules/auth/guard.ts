@@ -16,10 +16,11 @@ import { AppError, Forbidden } from '../../http/problem'
 /** Who may call a route: any signed-in account, admins only, or the account named by `:id` (and admins). */
 export type AuthLevel = 'user' | 'admin' | 'self'
 /**
- * A level, and whether an enrolment-only session (MFA_REQUIRED, no factor yet) may call the route: only
- * reading one's account, enrolling a factor and logging out may.
+ * A level, whether an enrolment-only session (MFA_REQUIRED, no factor yet) may call the route (only reading
+ * one's account, enrolling a factor and logging out may), and whether the route shows the caller's metadata
+ * (`caller.user` is then read with `metadata` and `appMetadata`, which no other route pays for: `withMetadata`).
  */
-export type AuthRule = AuthLevel | { level: AuthLevel; duringEnrollment: true }
+export type AuthRule = AuthLevel | { level: AuthLevel; duringEnrollment?: true; metadata?: true }
 
 const REALM = 'Bearer realm="latchkey"'
 /** Verified access tokens kept per process (a few hundred bytes each). */
@@ -73,7 +74,7 @@ export const authGuard = ({ db, keys, jwt, mfaRequired = 'off' }: AuthGuardDeps)
 	type Verifier = { verify(token: string, options: object): Promise<false | Record<string, unknown>> }
 
 	/** The caller behind the request's bearer token; undefined when none was sent. */
-	const authenticate = async (authorization: string | undefined, verifier: Verifier): Promise<Caller | undefined> => {
+	const authenticate = async (authorization: string | undefined, verifier: Verifier, metadata = false): Promise<Caller | undefined> => {
 		// No Bearer credentials at all (none, "Basic …", a bare "Bearer") is not a refused token (RFC 6750 §3.1).
 		if (authorization === undefined || !/^Bearer\s+\S/i.test(authorization)) return undefined
 		const token = bearerToken(authorization)
@@ -93,7 +94,7 @@ export const authGuard = ({ db, keys, jwt, mfaRequired = 'off' }: AuthGuardDeps)
 		// The organization the token speaks for, checked against the membership as it is now (the same query).
 		const org = claims.org as { id?: unknown } | undefined
 		const organizationId = typeof org === 'object' && org !== null && typeof org.id === 'string' && UUID.test(org.id) ? org.id.toLowerCase() : undefined
-		const caller = await findCaller({ sub, sid, jti, authTime, org: organizationId })
+		const caller = await findCaller({ sub, sid, jti, authTime, org: organizationId }, { metadata })
 		if (!caller) throw refusedToken()
 		return caller
 	}
@@ -104,12 +105,12 @@ export const authGuard = ({ db, keys, jwt, mfaRequired = 'off' }: AuthGuardDeps)
 			auth: (rule: AuthRule) => ({
 				async resolve({ headers, params, accessTokenVerifier }) {
 					const level = typeof rule === 'string' ? rule : rule.level
-					const caller = await authenticate(headers.authorization, accessTokenVerifier)
+					const caller = await authenticate(headers.authorization, accessTokenVerifier, typeof rule !== 'string' && rule.metadata === true)
 					if (!caller) throw missingToken()
 					const target = (params as { id?: string } | undefined)?.id
 					if (caller.assurance.enrollmentOnly) {
 						// Enrolment serves the account itself: an admin's enrolment-only token reads no one else's data.
-						if (typeof rule === 'string' || (level === 'self' && target !== 'me' && target !== caller.user.id)) throw enrollmentRequired()
+						if (typeof rule === 'string' || !rule.duringEnrollment || (level === 'self' && target !== 'me' && target !== caller.user.id)) throw enrollmentRequired()
 					}
 					if (level === 'admin' && caller.user.role !== 'admin') throw new Forbidden('This requires an admin')
 					if (level === 'self' && target !== 'me' && target !== caller.user.id && caller.user.role !== 'admin')

@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, gt, inArray, isNull, lt, ne, notExists, sql } from 'drizzle-orm'
+import { and, asc, desc, eq, getTableColumns, gt, inArray, isNull, lt, ne, notExists, sql } from 'drizzle-orm'
 import type { Config } from '../../config/env'
 import type { Database, Queryable } from '../../db/client'
 import { factors, organizationMembers, organizations, refreshTokens, sessions, users, type SessionRow, type UserRow } from '../../db/schema'
@@ -39,8 +39,15 @@ export const PASSWORD_ONLY: SessionAssurance = { amr: ['pwd'], aal: 'aal1', enro
  */
 export const PROVIDER_ONLY: SessionAssurance = { amr: [], aal: 'aal1', enrollmentOnly: false }
 
+/**
+ * The caller's account as the per-request lookup reads it: every column but `metadata` and `appMetadata`, up to
+ * 16 KiB that no guard needs (a route that shows them reads them: GET /users/{id}).
+ */
+export type CallerUser = Omit<UserRow, 'metadata' | 'appMetadata'>
+const { metadata: _metadata, appMetadata: _appMetadata, ...callerUserColumns } = getTableColumns(users)
+
 export interface Caller {
-	user: UserRow
+	user: CallerUser
 	sessionId: string
 	assurance: SessionAssurance
 	/** The session's last sign-in or check of its owner (the tokens' `auth_time`). */
@@ -175,8 +182,26 @@ export async function issueTokenPair(db: Queryable, sessionId: string, parentId:
  * database (a Drizzle prepared query) instead of once per request.
  */
 export function callerFinder(db: Database, mfaRequired: Config['mfa']['required'] = 'off') {
+	const plain = callerLookup(db, mfaRequired, false)
+	const full = callerLookup(db, mfaRequired, true)
+	return (claims: CallerClaims, options: { metadata?: boolean } = {}) => (options.metadata ? full : plain)(claims)
+}
+
+type CallerClaims = { sid: string; sub: string; jti: string; authTime: number; org?: string }
+
+/** Whether the caller's account was read with its metadata (a route that asked for it: see the guard's `metadata`). */
+export const withMetadata = (user: CallerUser): user is UserRow => 'metadata' in user && 'appMetadata' in user
+
+/**
+ * The lookup of callerFinder, reading the caller's metadata or not: a route that shows the caller's own account
+ * (GET /users/me) has them from the one read it makes anyway, and every other route does not pay for them.
+ */
+function callerLookup(db: Database, mfaRequired: Config['mfa']['required'], metadata: boolean) {
+	// Typed as the narrower set either way: `withMetadata` tells at run time whether the two columns were read.
+	const userColumns = (metadata ? getTableColumns(users) : callerUserColumns) as typeof callerUserColumns
+	const suffix = metadata ? '_metadata' : ''
 	const columns = {
-		user: users,
+		user: userColumns,
 		supersededAccessTokenIds: sessions.supersededAccessTokenIds,
 		amr: sessions.amr,
 		aal: sessions.aal,
@@ -203,7 +228,7 @@ export function callerFinder(db: Database, mfaRequired: Config['mfa']['required'
 		.innerJoin(users, eq(users.id, sessions.userId))
 		.where(liveSessionOfToken)
 		.limit(1)
-		.prepare(mfaRequired === 'off' ? 'latchkey_find_caller' : 'latchkey_find_caller_mfa')
+		.prepare(`${mfaRequired === 'off' ? 'latchkey_find_caller' : 'latchkey_find_caller_mfa'}${suffix}`)
 
 	// A token with an `org` claim is read by the same query with the membership joined (by primary key) and its
 	// roles' permissions as a subquery: still one round trip, and a token without one pays nothing for it.
@@ -222,7 +247,7 @@ export function callerFinder(db: Database, mfaRequired: Config['mfa']['required'
 		.leftJoin(organizations, and(eq(organizations.id, organizationMembers.organizationId), eq(organizations.status, 'active')))
 		.where(liveSessionOfToken)
 		.limit(1)
-		.prepare(mfaRequired === 'off' ? 'latchkey_find_caller_org' : 'latchkey_find_caller_org_mfa')
+		.prepare(`${mfaRequired === 'off' ? 'latchkey_find_caller_org' : 'latchkey_find_caller_org_mfa'}${suffix}`)
 
 	type Row = Awaited<ReturnType<typeof lookup.execute>>[number]
 	const callerOf = (row: Row | undefined, claims: { sid: string; jti: string; authTime: number }, organization: OrganizationClaim | null | undefined): Caller | undefined => {
@@ -236,7 +261,7 @@ export function callerFinder(db: Database, mfaRequired: Config['mfa']['required'
 		return { user: row.user, sessionId: claims.sid, assurance: { amr, aal, enrollmentOnly }, authenticatedAt, ...(organization === undefined ? {} : { organization }) }
 	}
 
-	return async (claims: { sid: string; sub: string; jti: string; authTime: number; org?: string }): Promise<Caller | undefined> => {
+	return async (claims: CallerClaims): Promise<Caller | undefined> => {
 		if (!claims.org) return callerOf((await lookup.execute({ sid: claims.sid, sub: claims.sub }))[0], claims, undefined)
 		const [row] = await withOrganization.execute({ sid: claims.sid, sub: claims.sub, org: claims.org })
 		// Served as the membership is now: gone, or the organization deactivated, as if the token carried no `org`.

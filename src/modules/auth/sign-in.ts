@@ -8,6 +8,7 @@ import type { AuditLog, ClientInfo } from '../audit/service'
 import { toUserResource } from '../users/model'
 import { recordWebhookEvents } from '../webhooks/outbox'
 import type { authGuard } from './guard'
+import { appClaimsOf } from './app-claims'
 import { organizationClaimOf, type OrganizationClaim } from './organization-claim'
 import { issueTokenPair, mustHaveFactor, startSession, type BrowserBinding, type Caller, type Queryable, type SessionAssurance } from './sessions'
 
@@ -221,7 +222,7 @@ export class SignIn {
  * committed since the check leaves no row to hold (false); one that comes
  * later waits for this transaction, and then revokes the session it wrote.
  */
-export async function holdCredentials(tx: Queryable, checked: UserRow, upgradedHash: string | undefined): Promise<boolean> {
+export async function holdCredentials(tx: Queryable, checked: Pick<UserRow, 'id' | 'credentialsVersion'>, upgradedHash: string | undefined): Promise<boolean> {
 	const unchanged = and(eq(users.id, checked.id), eq(users.credentialsVersion, checked.credentialsVersion), eq(users.status, 'active'))
 	const held = upgradedHash
 		? await tx.update(users).set({ passwordHash: upgradedHash }).where(unchanged).returning({ id: users.id })
@@ -246,6 +247,8 @@ export const tokenResponses = ({ guard, jwt }: { guard: ReturnType<typeof authGu
 			/** The response body of login and refresh: the signed pair and the user. */
 			tokenResponse: async (issued: IssuedSession) => ({
 				accessToken: await accessTokenSigner.sign({
+					// First, so that nothing after it can be replaced (the registered names are left out of it anyway).
+					...appClaimsOf(issued.user.appMetadata.claims),
 					sub: issued.user.id,
 					sid: issued.sessionId,
 					role: issued.user.role,

@@ -37,6 +37,8 @@ export interface AccountRecord {
 	name: string
 	emailVerifiedAt: Date | null
 	updatedAt: Date
+	/** `appMetadata.claims` as stored (any JSON; only an object's members go into tokens: auth/app-claims.ts). */
+	appClaims?: unknown
 }
 
 /**
@@ -97,6 +99,9 @@ const MADE_ONCE = new Set(['AccessToken', 'AuthorizationCode', 'RefreshToken'])
 
 const sessionByUid = (uid: string) => `Session uid ${uid}`
 const byKind = (model: string, id: string) => `${model} ${id}`
+/** Only the part of `appMetadata` tokens carry is read with an account. */
+export const appClaimsColumn = sql<unknown>`${users.appMetadata}->'claims'`
+
 export const accountKey = (accountId: string) => `Account ${accountId}`
 /** A provider session as this request read it, to tell whether saving it again changes anything. */
 const storedSession = (id: string) => `Session stored ${id}`
@@ -292,7 +297,7 @@ export function prepareTokenWithItsOwn(db: Database, name: string) {
 			consumedAt: oauthArtifacts.consumedAt,
 			session: { payload: boundSession.payload, consumedAt: boundSession.consumedAt, live: liveLatchkeySession('bound_session') },
 			grant: { payload: tokenGrant.payload, consumedAt: tokenGrant.consumedAt },
-			account: { id: users.id, email: users.email, name: users.name, emailVerifiedAt: users.emailVerifiedAt, updatedAt: users.updatedAt },
+			account: { id: users.id, email: users.email, name: users.name, emailVerifiedAt: users.emailVerifiedAt, updatedAt: users.updatedAt, appClaims: appClaimsColumn },
 		})
 		.from(oauthArtifacts)
 		.leftJoin(boundSession, and(eq(boundSession.model, 'Session'), eq(boundSession.uid, sql`${oauthArtifacts.payload}->>'sessionUid'`), unexpired(boundSession)))

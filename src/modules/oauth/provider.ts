@@ -3,11 +3,12 @@ import type Provider from 'oidc-provider'
 import type { Configuration, KoaContextWithOIDC } from 'oidc-provider'
 import type { Database } from '../../db/client'
 import { organizationMembers, organizations, users } from '../../db/schema'
+import { appClaimsOf } from '../auth/app-claims'
 import { organizationClaimOf, type OrganizationClaim } from '../auth/organization-claim'
 import { DestinationRefused, type DestinationPolicy } from '../../http/destination'
 import { guardedFetch } from '../../http/outgoing'
 import type { Logger } from '../../log'
-import { accountKey, databaseAdapter, LATCHKEY_SESSION, ReadAhead, type AccountRecord, type ClientMetadataSource } from './adapter'
+import { accountKey, appClaimsColumn, databaseAdapter, LATCHKEY_SESSION, ReadAhead, type AccountRecord, type ClientMetadataSource } from './adapter'
 import { queueBackchannelLogouts } from './logout'
 
 /*
@@ -148,6 +149,9 @@ export const accountClaims = (user: AccountRecord): { sub: string } & Record<str
 	updated_at: Math.floor(user.updatedAt.getTime() / 1000),
 })
 
+/** Where an account's `appMetadata.claims` travel to its ID tokens, out of the library's claims filter's sight. */
+const APP_CLAIMS = Symbol('latchkey.appClaims')
+
 /** An account id as Latchkey makes them; any other `sub` names no account (and is never sent to the database). */
 /** How long a provider session with no account is kept (ttl.Session). */
 export const ANONYMOUS_SESSION_SECONDS = 2 * 3600
@@ -227,7 +231,7 @@ function createProvider(library: Library, deps: ProviderDeps): Provider {
 	const { settings, db } = deps
 	const browserSession = browserSessionOf(deps)
 	const activeUser = db
-		.select({ id: users.id, email: users.email, name: users.name, emailVerifiedAt: users.emailVerifiedAt, updatedAt: users.updatedAt })
+		.select({ id: users.id, email: users.email, name: users.name, emailVerifiedAt: users.emailVerifiedAt, updatedAt: users.updatedAt, appClaims: appClaimsColumn })
 		.from(users)
 		.where(and(eq(users.id, sql.placeholder('id')), eq(users.status, 'active')))
 		.limit(1)
@@ -373,7 +377,18 @@ function createProvider(library: Library, deps: ProviderDeps): Provider {
 			const user = await accountOf(ctx, sub)
 			if (!user) return undefined
 			// The organization claims are read when asked for, as the memberships are then (ID token, userinfo).
-			return { accountId: user.id, claims: async (_use, scope) => ({ ...accountClaims(user), ...(await organizationClaims(user.id, scope)) }) }
+			// `appMetadata.claims` rides along for ID tokens only (API.md: access and ID tokens, not userinfo): the
+			// library's claims filter knows no such names, so they go under a symbol the ID token's payload adds back.
+			const own = appClaimsOf(user.appClaims)
+			return {
+				accountId: user.id,
+				[APP_CLAIMS]: own,
+				claims: async (use, scope) => ({
+					...accountClaims(user),
+					...(await organizationClaims(user.id, scope)),
+					...(use === 'id_token' && own ? { [APP_CLAIMS]: own } : {}),
+				}),
+			}
 		},
 		// Access tokens of `organization:{id}` carry `org` (a JWT for a resource server; introspection for an opaque
 		// one), read at each issuance: a refresh after the membership ended or changed drops or updates it.
@@ -386,7 +401,10 @@ function createProvider(library: Library, deps: ProviderDeps): Provider {
 			const source = entities?.AuthorizationCode ?? entities?.RefreshToken ?? entities?.DeviceCode
 			const asked = organizationScopes(scope).length ? scope : source?.scope
 			const org = await tokenOrganization(accountId, asked)
-			return org ? { org } : undefined
+			// `appMetadata.claims` of the account the grant found (the library's ctx.oidc.account: no read of its own).
+			const account = ctx?.oidc?.account as { accountId?: unknown; [APP_CLAIMS]?: Record<string, unknown> } | undefined
+			const own = account?.accountId === accountId ? account[APP_CLAIMS] : undefined
+			return own || org ? { ...own, ...(org ? { org } : {}) } : undefined
 		},
 		// First-party clients and consent remembered for every scope asked get their grant without the consent page.
 		loadExistingGrant: async (ctx) => {
@@ -498,6 +516,15 @@ function createProvider(library: Library, deps: ProviderDeps): Provider {
 			Object.defineProperty(session, 'touched', { writable: true, value: true })
 		}
 		return session
+	}
+	// An ID token carries `appMetadata.claims` (findAccount) beside what the library's claims filter lets through,
+	// which always wins: the copy is the base (the registered names are left out of it anyway).
+	const IdToken = provider.IdToken
+	const idTokenPayload = IdToken.prototype.payload
+	IdToken.prototype.payload = async function (this: { available: Record<PropertyKey, unknown> }) {
+		const payload = await idTokenPayload.call(this)
+		const own = this.available[APP_CLAIMS] as Record<string, unknown> | undefined
+		return own ? { ...own, ...payload } : payload
 	}
 	// Every ID token names its session (`sid`), not only those of clients that asked for back-channel logout.
 	provider.Client.prototype.includeSid = () => true

@@ -15,7 +15,7 @@ import { enqueueMail } from '../../mail/outbox'
 import type { MailTemplates } from '../../mail/templates'
 import type { AuditLog } from '../audit/service'
 import type { authGuard } from '../auth/guard'
-import type { Caller } from '../auth/sessions'
+import type { Caller, CallerUser } from '../auth/sessions'
 import { inWords, mailThrottleKey } from '../email/tokens'
 import { invalidCode, mailUnavailable } from '../email/service'
 import { Email, normalizeEmail } from '../users/model'
@@ -299,7 +299,7 @@ export class InvitationsService {
 	 * POST /invitation-acceptances (and the /invitation page's button): the signed-in account whose verified address
 	 * the invitation names becomes a member with its roles, in the transaction that spends the token.
 	 */
-	async accept(user: UserRow, token: string, client: ClientInfo): Promise<MembershipResource> {
+	async accept(user: CallerUser, token: string, client: ClientInfo): Promise<MembershipResource> {
 		const { db, audit } = this.deps
 		return db.transaction(async (tx) => {
 			const found = await this.findLive(tx, token)

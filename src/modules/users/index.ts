@@ -1,12 +1,13 @@
 import { Elysia, t } from 'elysia'
 import type { authGuard } from '../auth/guard'
 import { targetUserId } from '../auth/guard'
+import { withMetadata } from '../auth/sessions'
 import { Envelope, problemResponses, withResponseHeaders } from '../../http/openapi'
 import { nextPageLink } from '../../http/pagination'
 import { envelope, reportWithSchemaErrors } from '../../http/problem'
 import { chargeAuthBudget } from '../../http/rate-limit'
 import { UserModel } from './model'
-import { normalizeEmail, toUserResource } from './model'
+import { metadataProblems, normalizeEmail, toUserResource } from './model'
 import type { UsersService } from './service'
 import { requestContext } from '../../http/request-context'
 
@@ -29,7 +30,8 @@ export const usersModule = ({ users, guard }: UsersModuleDeps) =>
 			// A sign-up, or a PUT that sets or checks a password, computes a hash: the /auth budget pays for it.
 			if (request.method === 'POST' || 'password' in candidate || 'currentPassword' in candidate) chargeAuthBudget(request)
 			const passwordProblem = typeof candidate.password === 'string' ? users.passwordProblem(candidate.password) : undefined
-			if (passwordProblem) reportWithSchemaErrors(request, [passwordProblem])
+			const early = [...(passwordProblem ? [passwordProblem] : []), ...metadataProblems(candidate as { metadata?: unknown; appMetadata?: unknown })]
+			if (early.length > 0) reportWithSchemaErrors(request, early)
 		})
 		.post(
 			'',
@@ -47,7 +49,7 @@ export const usersModule = ({ users, guard }: UsersModuleDeps) =>
 					operationId: 'createUser',
 					summary: 'Sign up, or (as an admin) create an account',
 					description:
-						'Open to anyone while sign-up is enabled; admins (with their token) always. Only admins may set `role`. `Location` names the new account. Counts against the stricter `/auth` rate limit (it computes a password hash). All invalid fields are reported at once, the password policy included.',
+						'Open to anyone while sign-up is enabled; admins (with their token) always. Only admins may set `role` and a non-empty `appMetadata` (anyone else: 403). `Location` names the new account. Counts against the stricter `/auth` rate limit (it computes a password hash). All invalid fields are reported at once, the password policy included.',
 					// A token is optional: without one this is a sign-up.
 					security: [{}, { bearerAuth: [] }],
 				},
@@ -75,11 +77,11 @@ export const usersModule = ({ users, guard }: UsersModuleDeps) =>
 			'/:id',
 			async ({ params, caller }) => {
 				const id = targetUserId(params.id, caller)
-				// The guard has just read the caller's own row; do not read it again.
-				return envelope(toUserResource(id === caller.user.id ? caller.user : await users.get(id)), 'User')
+				// The guard has just read the caller's own row, metadata included (`metadata: true`); do not read it again.
+				return envelope(toUserResource(id === caller.user.id && withMetadata(caller.user) ? caller.user : await users.get(id)), 'User')
 			},
 			{
-				auth: { level: 'self', duringEnrollment: true },
+				auth: { level: 'self', duringEnrollment: true, metadata: true },
 				params: UserModel.idParams,
 				response: { 200: UserEnvelope, ...problemResponses(401, 403, 404, 422, 429) },
 				detail: { operationId: 'getUser', summary: 'Read an account (the user themself, or an admin)' },
@@ -101,7 +103,7 @@ export const usersModule = ({ users, guard }: UsersModuleDeps) =>
 					operationId: 'replaceUser',
 					summary: 'Replace the editable fields of an account',
 					description:
-						'Users changing their own email or password prove it is them: with `currentPassword`, or without it from a session signed in or checked (POST /auth/reauthentication) within REAUTHENTICATION_SECONDS (default 5 minutes), else 403 `reauthentication-required`. A wrong `currentPassword` counts as a failed login of the account (its lockout then answers 429 `login-locked`). Only admins may change `role` or `status`. A new password revokes the other sessions. A request that sets or checks a password counts against the stricter `/auth` rate limit. If the account\'s credentials change while the request is handled (another password or email change), it is refused with 409 `conflict`: read the account again and retry.',
+						'Users changing their own email or password prove it is them: with `currentPassword`, or without it from a session signed in or checked (POST /auth/reauthentication) within REAUTHENTICATION_SECONDS (default 5 minutes), else 403 `reauthentication-required`. A wrong `currentPassword` counts as a failed login of the account (its lockout then answers 429 `login-locked`). Only admins may change `role`, `status` or `appMetadata` (sending back the current value is fine). `metadata` and `appMetadata` are each a JSON object of at most 8 KiB as compact JSON in UTF-8 (422 at `#/metadata` or `#/appMetadata` beyond); omitted, they are unchanged. A new password revokes the other sessions. A request that sets or checks a password counts against the stricter `/auth` rate limit. If the account\'s credentials change while the request is handled (another password or email change), it is refused with 409 `conflict`: read the account again and retry.',
 				},
 			},
 		)

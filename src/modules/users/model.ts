@@ -3,6 +3,7 @@ import { t } from 'elysia'
 import { AccountId, Id, IssuedId } from '../../http/ids'
 import { queryDateTime, queryInteger } from '../../http/problem'
 import type { UserRow } from '../../db/schema'
+import type { FieldError } from '../../http/problem'
 
 const Role = t.Union([t.Literal('user'), t.Literal('admin')])
 const Status = t.Union([t.Literal('active'), t.Literal('deactivated')])
@@ -41,6 +42,15 @@ export const Password = t.String({
 	description: 'at least PASSWORD_MIN_LENGTH (default 8) and at most 256 characters; common passwords are refused',
 	examples: ['correct horse battery staple'],
 })
+/** Bounds of `metadata` and `appMetadata` (API.md: ≤ 8 KiB), checked by `metadataProblems`: a schema cannot count bytes. */
+export const METADATA_MAX_BYTES = 8 * 1024
+export const METADATA_MAX_DEPTH = 16
+const metadataLimits = `a JSON object of at most ${METADATA_MAX_BYTES} bytes as compact JSON in UTF-8, nested at most ${METADATA_MAX_DEPTH} levels deep`
+const APP_METADATA_DESCRIPTION = `data only admins change (${metadataLimits}). Its \`claims\` member, an object, is copied into the account's access tokens and the provider's ID and access tokens from their next issuance (a refresh), under its own names — never those the service sets (\`iss\`, \`sub\`, \`aud\`, \`exp\`, \`nbf\`, \`iat\`, \`jti\`, \`sid\`, \`typ\`, \`scope\`, \`client_id\`, \`auth_time\`, \`acr\`, \`amr\`, \`aal\`, \`role\`, \`org\`, \`organizations\`, \`nonce\`, \`azp\`, \`at_hash\`, \`c_hash\`, \`s_hash\`, \`cnf\`), which are left out of the copy.`
+const jsonObject = (description: string, example: Record<string, unknown>) =>
+	t.Record(t.String(), t.Unknown(), { description, error: 'must be a JSON object', examples: [example] })
+const Metadata = (more = '') => jsonObject(`the account's own data, which the user may change: ${metadataLimits}${more}`, { theme: 'dark' })
+const AppMetadata = (more = '') => jsonObject(`${APP_METADATA_DESCRIPTION}${more}`, { plan: 'pro', claims: { tenant: 'acme' } })
 const Timestamp = t.String({ format: 'date-time', examples: ['2026-01-01T12:00:00.000Z'] })
 
 // A tuple of literals, so that the static type is their union (a mapped array types as string).
@@ -61,6 +71,8 @@ export namespace UserModel {
 			pendingEmail: t.Union([StoredEmail, t.Null()], {
 				description: 'the new address of the user’s own email change, until it is confirmed from a mail to it',
 			}),
+			metadata: Metadata(),
+			appMetadata: AppMetadata(),
 		},
 		{ description: 'A user account. Never carries a password or a hash.' },
 	)
@@ -70,6 +82,8 @@ export namespace UserModel {
 		password: Password,
 		name: t.Optional(Name),
 		role: t.Optional(Role),
+		metadata: t.Optional(Metadata()),
+		appMetadata: t.Optional(AppMetadata(' Only admins may set it at sign-up: anyone else sending it gets 403.')),
 	})
 
 	/** PUT replaces the editable representation. */
@@ -80,6 +94,8 @@ export namespace UserModel {
 		currentPassword: t.Optional(t.String({ description: 'when users change their own email or password: required unless this session was signed in or checked within REAUTHENTICATION_SECONDS' })),
 		role: t.Optional(Role),
 		status: t.Optional(Status),
+		metadata: t.Optional(Metadata('; omitted: unchanged')),
+		appMetadata: t.Optional(AppMetadata(' Omitted: unchanged; a non-admin sending another value than the current one gets 403.')),
 	})
 
 	export const idParams = t.Object({ id: AccountId })
@@ -158,5 +174,33 @@ export function toUserResource(row: UserRow): UserResource {
 		deactivatedAt: row.deactivatedAt?.toISOString() ?? null,
 		emailVerified: row.emailVerifiedAt !== null,
 		pendingEmail: row.pendingEmail,
+		metadata: row.metadata,
+		appMetadata: row.appMetadata,
 	}
+}
+
+/** How deep a JSON value nests: 0 for a scalar, 1 for an object or array of scalars. */
+function depthOf(value: unknown): number {
+	if (typeof value !== 'object' || value === null) return 0
+	let deepest = 0
+	for (const member of Object.values(value)) deepest = Math.max(deepest, depthOf(member))
+	return deepest + 1
+}
+
+/**
+ * What the bounds of `metadata` and `appMetadata` find wrong with a body's (objects only: anything else is the
+ * schema's to refuse). The size is the compact JSON serialization's, in UTF-8 bytes, as a client can measure it.
+ */
+export function metadataProblems(body: { metadata?: unknown; appMetadata?: unknown }): FieldError[] {
+	const problems: FieldError[] = []
+	for (const member of ['metadata', 'appMetadata'] as const) {
+		const value = body[member]
+		if (typeof value !== 'object' || value === null || Array.isArray(value)) continue
+		const bytes = Buffer.byteLength(JSON.stringify(value), 'utf8')
+		if (bytes > METADATA_MAX_BYTES)
+			problems.push({ pointer: `#/${member}`, code: 'maxSize', detail: `must be at most ${METADATA_MAX_BYTES} bytes as JSON (UTF-8); this is ${bytes}` })
+		else if (depthOf(value) > METADATA_MAX_DEPTH)
+			problems.push({ pointer: `#/${member}`, code: 'maxDepth', detail: `must nest at most ${METADATA_MAX_DEPTH} levels deep` })
+	}
+	return problems
 }

@@ -12,7 +12,7 @@ import type { StepUp } from '../auth/sign-in'
 import { listActiveSessions, requireRecentAuthentication, revokeSession, revokeUserSessions, type Caller, type Queryable } from '../auth/sessions'
 import { recordWebhookEvents, type WebhookEvent } from '../webhooks/outbox'
 import type { WayInChange, WayInNotices } from '../../mail/notices'
-import { normalizeEmail, toUserResource, type CreateUserInput, type ListUsersQuery, type ReplaceUserInput } from './model'
+import { metadataProblems, normalizeEmail, toUserResource, type CreateUserInput, type ListUsersQuery, type ReplaceUserInput } from './model'
 
 /**
  * The webhook events of a change to an account, from the row before (null: created) and after it: the one
@@ -23,7 +23,9 @@ export function userChangeEvents(before: UserRow | null, after: UserRow, passwor
 	if (before === null) return [{ type: 'user.created', data: { user } }]
 	const events: WebhookEvent[] = []
 	const shown = toUserResource(before)
-	const changed = (['email', 'name', 'role', 'status', 'emailVerified', 'pendingEmail'] as const).filter((field) => shown[field] !== user[field])
+	const changed = (['email', 'name', 'role', 'status', 'emailVerified', 'pendingEmail', 'metadata', 'appMetadata'] as const).filter(
+		(field) => !Bun.deepEquals(shown[field], user[field]),
+	)
 	if (changed.length > 0 || passwordChanged) events.push({ type: 'user.updated', data: { user, changed } })
 	if (before.status !== 'deactivated' && after.status === 'deactivated') events.push({ type: 'user.deactivated', data: { user } })
 	if (before.status === 'deactivated' && after.status !== 'deactivated') events.push({ type: 'user.reactivated', data: { user } })
@@ -65,7 +67,15 @@ export interface UsersServiceDeps {
 /** Inserts an account; the unique index, not a prior read, decides whether the email is taken. */
 export async function insertUser(
 	db: Queryable,
-	values: { email: string; name: string; role: 'user' | 'admin'; passwordHash: string | null; emailVerifiedAt?: Date },
+	values: {
+		email: string
+		name: string
+		role: 'user' | 'admin'
+		passwordHash: string | null
+		emailVerifiedAt?: Date
+		metadata?: Record<string, unknown>
+		appMetadata?: Record<string, unknown>
+	},
 ): Promise<UserRow> {
 	try {
 		const now = new Date()
@@ -91,11 +101,21 @@ export class UsersService {
 		const isAdmin = caller?.user.role === 'admin'
 		if (!isAdmin && !this.deps.signupEnabled) throw new Forbidden('Sign-up is closed; ask an administrator for an account')
 		if (!isAdmin && input.role !== undefined && input.role !== 'user') throw new Forbidden('Only admins may assign a role')
-		this.checkPassword(input.password)
+		// As a role: the default (an empty object) is anyone's to send, anything else only an admin's.
+		if (!isAdmin && input.appMetadata !== undefined && Object.keys(input.appMetadata).length > 0) throw new Forbidden('Only admins may set appMetadata')
+		const problems = [this.passwordProblem(input.password), ...metadataProblems(input)].filter((problem) => problem !== undefined)
+		if (problems.length > 0) throw new ValidationFailed(problems)
 		const passwordHash = await this.deps.hasher.hash(input.password)
 		const { email } = this.deps
 		const user = await this.deps.db.transaction(async (tx) => {
-			const user = await insertUser(tx, { email: input.email, name: input.name ?? '', role: input.role ?? 'user', passwordHash })
+			const user = await insertUser(tx, {
+				email: input.email,
+				name: input.name ?? '',
+				role: input.role ?? 'user',
+				passwordHash,
+				metadata: input.metadata ?? {},
+				appMetadata: input.appMetadata ?? {},
+			})
 			await recordWebhookEvents(tx, userChangeEvents(null, user))
 			await email.onSignUp(tx, user)
 			return user
@@ -163,7 +183,10 @@ export class UsersService {
 		// Users' own new address waits for its proof (API.md); an admin's change applies at once.
 		const changeWaitsForProof = self && email !== checked.email && this.deps.email.verification !== 'off'
 		if (changeWaitsForProof) this.deps.email.assertMailAvailable()
-		if (input.password !== undefined) this.checkPassword(input.password)
+		const problems = [input.password === undefined ? undefined : this.passwordProblem(input.password), ...metadataProblems(input)].filter(
+			(problem) => problem !== undefined,
+		)
+		if (problems.length > 0) throw new ValidationFailed(problems)
 		if (self && changesCredentials) await this.deps.stepUp.requireStepUp(caller)
 		// The proof that it is the owner: the current password, or a recent check of this session (an account made through a
 		// provider has no password to give).
@@ -202,6 +225,8 @@ export class UsersService {
 					role,
 					status,
 					passwordHash: newHash ?? current.passwordHash,
+					metadata: input.metadata ?? current.metadata,
+					appMetadata: input.appMetadata ?? current.appMetadata,
 					credentialsVersion: bumpsCredentials ? current.credentialsVersion + 1 : current.credentialsVersion,
 					updatedAt: new Date(),
 					deactivatedAt: status === 'active' ? null : deactivating ? new Date() : current.deactivatedAt,
@@ -271,11 +296,6 @@ export class UsersService {
 		return passwordProblem(password, this.deps.passwordMinLength)
 	}
 
-	private checkPassword(password: string) {
-		const problem = this.passwordProblem(password)
-		if (problem) throw new ValidationFailed([problem])
-	}
-
 	/** A wrong current password is a failed login of the account: counted toward its lockout, and audited. */
 	private async requireCurrentPassword(currentPassword: string, user: UserRow, caller: Caller, client: ClientInfo) {
 		const pointer = '#/currentPassword'
@@ -302,6 +322,8 @@ function assertMayChange(input: ReplaceUserInput, current: UserRow, callerIsAdmi
 	if (callerIsAdmin) return
 	if (input.role !== undefined && input.role !== current.role) throw new Forbidden('Only admins may change a role')
 	if (input.status !== undefined && input.status !== current.status) throw new Forbidden('Only admins may change an account status')
+	// The same value, as read (in any key order), is not a change: a client may send back what it read.
+	if (input.appMetadata !== undefined && !Bun.deepEquals(input.appMetadata, current.appMetadata)) throw new Forbidden('Only admins may change appMetadata')
 }
 
 async function lockUser(tx: Queryable, id: string): Promise<UserRow> {

@@ -132,10 +132,10 @@ const InvitationData = t.Object({
 export const WEBHOOK_PAYLOADS: Record<WebhookEventType | typeof PING_EVENT, { summary: string; data: TSchema }> = {
 	'user.created': { summary: 'An account was created: by sign-up, by an admin, through an identity provider, or at start-up (the first admin)', data: UserData },
 	'user.updated': {
-		summary: 'A field of an account changed (its email, name, role, status, verification, pending email), or its password',
+		summary: 'A field of an account changed (its email, name, role, status, verification, pending email, metadata, appMetadata), or its password',
 		data: t.Object({
 			user: UserModel.user,
-			changed: t.Array(t.Union(literals(['email', 'name', 'role', 'status', 'emailVerified', 'pendingEmail'])), { description: 'the fields that changed; empty when only the password did' }),
+			changed: t.Array(t.Union(literals(['email', 'name', 'role', 'status', 'emailVerified', 'pendingEmail', 'metadata', 'appMetadata'])), { description: 'the fields that changed; empty when only the password did' }),
 		}),
 	},
 	'user.deactivated': { summary: 'An account was deactivated (its sessions are revoked with it)', data: UserData },
