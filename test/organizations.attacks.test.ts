@@ -577,6 +577,10 @@ describe('bad input on every organization route', () => {
 			{ name: 'ok', slug: 'a'.repeat(65) },
 			{ name: '!!!' },
 			{ name: '日本' },
+			// Names that would pass for another, or for nothing: zero-width only, a bidirectional override, a control.
+			{ name: '\u200b\u200b', slug: 'zero-width' },
+			{ name: 'Acme\u202e', slug: 'override' },
+			{ name: 'Ac\u0007me', slug: 'bell' },
 			{ name: 'ok', slug: null },
 			{ name: 'ok', extra: 1, slug: 42 },
 			{ name: ['a'] },

@@ -1,6 +1,6 @@
 import { t } from 'elysia'
 import { AccountId, EXAMPLE_ID, Id, IssuedId } from '../../http/ids'
-import { queryInteger } from '../../http/problem'
+import { queryInteger, type FieldError } from '../../http/problem'
 import type { OrganizationMemberRow, OrganizationRow, organizationRoles, UserRow } from '../../db/schema'
 
 type OrganizationRoleRow = typeof organizationRoles.$inferSelect
@@ -180,6 +180,16 @@ export function toRoleResource(row: OrganizationRoleRow): OrganizationRoleResour
 }
 
 /** A slug made from a name: `Café Ünïon  Ltd.` → `cafe-union-ltd`; empty when the name has no letter or digit it can keep. */
+/**
+ * A name a person can read: at least one letter, digit, punctuation mark or symbol, and no control or format
+ * character (a name of zero-width spaces, or one reordered by a bidirectional override, would pass for another).
+ */
+export function nameProblem(name: string, pointer: string): FieldError | undefined {
+	if (/[\p{Cc}\p{Cf}]/u.test(name)) return { pointer, code: 'pattern', detail: 'must not contain control or invisible formatting characters' }
+	if (!/[\p{L}\p{N}\p{P}\p{S}]/u.test(name)) return { pointer, code: 'pattern', detail: 'must contain a letter, digit or symbol' }
+	return undefined
+}
+
 export function slugFrom(name: string): string {
 	return name
 		.normalize('NFKD')

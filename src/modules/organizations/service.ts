@@ -10,6 +10,7 @@ import { recordWebhookEvents } from '../webhooks/outbox'
 import { actorIn, requireActive, requireOwner, requireOwnerOrAdmin } from './access'
 import { afterKeyset, decodeKeysetCursor, encodeKeysetCursor, escapeLike, pageOf } from '../../http/pagination'
 import {
+	nameProblem,
 	slugFrom,
 	toMemberResource,
 	toOrganizationResource,
@@ -51,6 +52,8 @@ export class OrganizationsService {
 	/** A new organization; its creator is its first `owner`, in the same transaction. */
 	async create(input: CreateOrganizationInput, caller: Caller, client: ClientInfo): Promise<OrganizationRow> {
 		if (this.deps.creation !== 'all' && caller.user.role !== 'admin') throw new Forbidden('Only admins may create organizations')
+		const unreadable = nameProblem(input.name, '#/name')
+		if (unreadable) throw new ValidationFailed([unreadable])
 		const slug = input.slug ?? slugFrom(input.name)
 		if (!slug) throw new ValidationFailed([{ pointer: '#/slug', code: 'required', detail: 'is required: the name gives no slug (no letter or digit from a-z, 0-9)' }])
 		return this.deps.db.transaction(async (tx) => {
@@ -87,6 +90,8 @@ export class OrganizationsService {
 
 	/** Renames (and re-slugs) an organization: its owners and admins, and site admins. */
 	async replace(id: string, input: ReplaceOrganizationInput, caller: Caller, client: ClientInfo): Promise<OrganizationRow> {
+		const unreadable = nameProblem(input.name, '#/name')
+		if (unreadable) throw new ValidationFailed([unreadable])
 		return this.deps.db.transaction(async (tx) => {
 			const actor = await actorIn(tx, caller, id, { lock: true })
 			requireOwnerOrAdmin(actor, 'change it')
