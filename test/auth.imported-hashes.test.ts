@@ -154,6 +154,19 @@ describe('an imported user signs in with the old password, and the hash becomes 
 		['argon2id with two lanes (PHC string)', async () => ({ hash: argon2Phc('argon2id', OLD_PASSWORD, 1024, 2, 2), password: OLD_PASSWORD })],
 	]
 
+	test('twelve logins at once with the old password all succeed and keep their sessions; the stored hash ends an argon2id that verifies', async () => {
+		const email = await importedAccount(t, bcryptHash(OLD_PASSWORD, 'b'))
+		const answers = await Promise.all(Array.from({ length: 12 }, () => login(t, email, OLD_PASSWORD)))
+		expect(answers.map((answer) => answer.status)).toEqual(Array(12).fill(200))
+		const upgraded = await storedHash(database, email)
+		expect(upgraded).toStartWith(OWN_HASH)
+		expect(await Bun.password.verify(OLD_PASSWORD, upgraded ?? '')).toBe(true)
+		// The sessions those logins made are all live: a rehash racing another changed no credential.
+		const reads = await Promise.all(answers.map((answer) => t.call('GET', '/api/users/me', { token: answer.body.data.accessToken })))
+		expect(reads.map((read) => read.status)).toEqual(Array(12).fill(200))
+		expect((await login(t, email, OLD_PASSWORD)).status).toBe(200)
+	})
+
 	for (const [name, make] of schemes) {
 		test(`${name}: a wrong password is refused and leaves the hash; the right one logs in and rehashes to argon2id`, async () => {
 			const { hash, password } = await make()
