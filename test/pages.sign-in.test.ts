@@ -76,6 +76,13 @@ describe('the sign-in page', () => {
 		expect(theme.headers.get('content-type')).toBe('text/css; charset=utf-8')
 	})
 
+	test("a browser's own request for /favicon.ico is answered empty, not with a 404", async () => {
+		const icon = await t.app.handle(new Request('http://localhost/favicon.ico', { headers: { accept: 'image/avif,image/webp,image/*,*/*;q=0.8' } }))
+		expect(icon.status).toBe(204)
+		expect(await icon.text()).toBe('')
+		expect(icon.headers.get('cache-control')).toBe('public, max-age=86400')
+	})
+
 	test('login_hint fills in the email, escaped, and the password field takes the focus', async () => {
 		const browser = new PageBrowser(t)
 		const page = await browser.get(`/sign-in?${new URLSearchParams({ login_hint: 'ada"><script>x()</script>@example.test' })}`)
