@@ -92,6 +92,7 @@ export const DOCS_PATH = '/api/docs'
 const EXPOSED_HEADERS = [
 	'Location',
 	'Link',
+	'X-Total-Count',
 	'X-Request-Id',
 	'WWW-Authenticate',
 	'Retry-After',

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
+import { sql } from 'drizzle-orm'
 import { problem, startTestApp, type CallResult, type TestApp } from './support/app'
 import { signUp, signUpAdmin, uniqueEmail, type Account } from './support/fixtures'
 import { seedUsers } from './support/seed'
@@ -384,3 +385,83 @@ describe('bad queries are refused, not ignored', () => {
 	})
 })
 
+
+describe('count: the total of the accounts that match, whatever the page', () => {
+	const totalOf = (res: CallResult) => ({ total: res.body.data.total, totalExact: res.body.data.totalExact, header: res.headers.get('x-total-count') })
+
+	test('exact counts the accounts that match, on every page, in the body and X-Total-Count', async () => {
+		const first = await list(`?q=${PREFIX}&count=exact&limit=7`)
+		expect(first.status).toBe(200)
+		expect(first.body.data.items).toHaveLength(7)
+		expect(totalOf(first)).toEqual({ total: SEEDED, totalExact: true, header: String(SEEDED) })
+		// The next page's link keeps the count, and the total does not shrink as pages go by.
+		const next = first.headers.get('link')?.match(/<([^>]+)>/)?.[1] ?? ''
+		expect(next).toContain('count=exact')
+		const second = await t.call('GET', next, { token: admin.accessToken })
+		expect(totalOf(second)).toEqual({ total: SEEDED, totalExact: true, header: String(SEEDED) })
+		// Filters narrow it: one in fifty seeded accounts is deactivated.
+		expect(totalOf(await list(`?q=${PREFIX}&status=deactivated&count=exact`))).toEqual({ total: SEEDED / 50, totalExact: true, header: String(SEEDED / 50) })
+		expect(totalOf(await list(`?q=${PREFIX}-nobody&count=exact`))).toEqual({ total: 0, totalExact: true, header: '0' })
+	})
+
+	test('estimated, on a table the planner expects to be small, counts too', async () => {
+		const exact = totalOf(await list('?count=exact'))
+		expect(exact.totalExact).toBe(true)
+		expect(exact.total).toBeGreaterThanOrEqual(SEEDED + 1)
+		expect(totalOf(await list('?count=estimated'))).toEqual(exact)
+	})
+
+	test('without count there is no total and no header', async () => {
+		const res = await list(`?q=${PREFIX}`)
+		expect(res.body.data).not.toHaveProperty('total')
+		expect(res.body.data).not.toHaveProperty('totalExact')
+		expect(res.headers.get('x-total-count')).toBeNull()
+	})
+
+	test('a count that is neither estimated nor exact is 422 at #/count', async () => {
+		const res = await list('?count=all')
+		expect(res.status).toBe(422)
+		expect(res.body.errors.map((error: { pointer: string }) => error.pointer)).toEqual(['#/count'])
+	})
+
+	test('a browser app on another origin may read X-Total-Count', async () => {
+		const res = await t.app.handle(
+			new Request(`http://localhost/api/users?count=exact`, { headers: { origin: 'http://app.example.test', authorization: `Bearer ${admin.accessToken}` } }),
+		)
+		expect(res.headers.get('access-control-expose-headers')?.split(/,\s*/)).toContain('X-Total-Count')
+	})
+})
+
+describe('count beyond 10,000 matches estimates rather than counting on', () => {
+	const MANY = 10_400
+	let big: TestApp
+	let bigAdmin: Account
+	beforeAll(async () => {
+		big = await startTestApp()
+		await seedUsers(big.database.handle.db, MANY, { prefix: 'many-' })
+		await big.database.handle.db.execute(sql`analyze users`)
+		bigAdmin = await signUpAdmin(big)
+	})
+	afterAll(() => big.close())
+	const bigList = (query: string) => big.call('GET', `/api/users${query}`, { token: bigAdmin.accessToken })
+
+	for (const mode of ['exact', 'estimated'] as const) {
+		test(`${mode}: the planner's estimate, said to be one, near the real ${MANY.toLocaleString('en')}`, async () => {
+			const res = await bigList(`?q=many-&count=${mode}&limit=5`)
+			expect(res.status).toBe(200)
+			expect(res.body.data.items).toHaveLength(5)
+			expect(res.body.data.totalExact).toBe(false)
+			expect(res.body.data.total).toBeGreaterThan(10_000)
+			expect(res.headers.get('x-total-count')).toBe(String(res.body.data.total))
+			// Without a filter the estimate comes from the table's statistics, just gathered: within a few percent.
+			const whole = await bigList(`?count=${mode}`)
+			expect(whole.body.data.totalExact).toBe(false)
+			expect(Math.abs(whole.body.data.total - (MANY + 1)) / MANY).toBeLessThan(0.05)
+		})
+	}
+
+	test('a filter that matches fewer than 10,000 of them is counted exactly', async () => {
+		const res = await bigList('?status=deactivated&count=exact')
+		expect(res.body.data).toMatchObject({ total: MANY / 50, totalExact: true })
+	})
+})

@@ -119,6 +119,14 @@ export const RESPONSE_HEADERS = {
 			example: `</api/users?limit=20&cursor=eyJ2IjoiMjAyNi0wMS0wMSJ9>; rel="next"`,
 		},
 	},
+	'X-Total-Count': {
+		name: 'X-Total-Count',
+		header: {
+			description: 'With `count`: how many match the query in all (as `data.total`; `data.totalExact` says whether it was counted or estimated).',
+			schema: seconds,
+			example: 1042,
+		},
+	},
 } as const
 
 export type ResponseHeaderId = keyof typeof RESPONSE_HEADERS

@@ -58,18 +58,19 @@ export const usersModule = ({ users, guard }: UsersModuleDeps) =>
 		.get(
 			'',
 			async ({ query, set }) => {
-				const page = await users.list(query)
+				const [page, total] = await Promise.all([users.list(query), query.count ? users.count(query, query.count) : undefined])
 				if (page.nextCursor) set.headers.link = nextPageLink('/api/users', query, page.nextCursor)
-				return envelope({ ...page, items: page.items.map(toUserResource) }, 'Users')
+				if (total) set.headers['x-total-count'] = String(total.total)
+				return envelope({ ...page, items: page.items.map(toUserResource), ...(total && { total: total.total, totalExact: total.exact }) }, 'Users')
 			},
 			{
 				auth: 'admin',
 				query: UserModel.listQuery,
-				response: { 200: withResponseHeaders(Envelope(UserModel.page), 'Link'), ...problemResponses(400, 401, 403, 422, 429) },
+				response: { 200: withResponseHeaders(Envelope(UserModel.page), 'Link', 'X-Total-Count'), ...problemResponses(400, 401, 403, 422, 429) },
 				detail: {
 					operationId: 'listUsers',
 					summary: 'List accounts (admins): keyset pagination, filters and sorts',
-					description: 'A `Link` header with `rel="next"` points at the next page while there is one.',
+					description: 'A `Link` header with `rel="next"` points at the next page while there is one. With `count`, the total of the accounts that match, whatever the page (`data.total`, `X-Total-Count`).',
 				},
 			},
 		)

@@ -53,6 +53,9 @@ const Metadata = (more = '') => jsonObject(`the account's own data, which the us
 const AppMetadata = (more = '') => jsonObject(`${APP_METADATA_DESCRIPTION}${more}`, { plan: 'pro', claims: { tenant: 'acme' } })
 const Timestamp = t.String({ format: 'date-time', examples: ['2026-01-01T12:00:00.000Z'] })
 
+/** Up to how many matching accounts `count` counts them one by one (API.md, "Admin console"); beyond, it estimates. */
+export const EXACT_COUNT_LIMIT = 10_000
+
 // A tuple of literals, so that the static type is their union (a mapped array types as string).
 const Sort = t.Union([t.Literal('createdAt'), t.Literal('-createdAt'), t.Literal('email'), t.Literal('-email')], { default: '-createdAt' })
 
@@ -111,6 +114,11 @@ export namespace UserModel {
 			createdAfter: t.Optional(queryDateTime()),
 			createdBefore: t.Optional(queryDateTime()),
 			sort: t.Optional(Sort),
+			count: t.Optional(
+				t.Union([t.Literal('estimated'), t.Literal('exact')], {
+					description: `adds the total of the accounts that match (\`data.total\`, \`X-Total-Count\`). \`exact\` counts them while there are at most ${EXACT_COUNT_LIMIT.toLocaleString('en')}, and estimates beyond; \`estimated\` takes PostgreSQL's planner estimate, counting only when that estimate is at most ${EXACT_COUNT_LIMIT.toLocaleString('en')}: as fast at a million accounts as at ten. \`data.totalExact\` says which it is.`,
+				}),
+			),
 		},
 		{ additionalProperties: false },
 	)
@@ -119,6 +127,8 @@ export namespace UserModel {
 		items: t.Array(user),
 		nextCursor: t.Union([t.String(), t.Null()]),
 		limit: t.Integer(),
+		total: t.Optional(t.Integer({ minimum: 0, description: 'with `count`: how many accounts match the query in all' })),
+		totalExact: t.Optional(t.Boolean({ description: 'with `count`: whether `total` was counted (true) or is the planner’s estimate (false)' })),
 	})
 
 	export const session = t.Object({

@@ -2,6 +2,7 @@ import { and, asc, desc, eq, gt, gte, ilike, lt, lte, or, sql, type SQL } from '
 import type { Config } from '../../config/env'
 import type { Database } from '../../db/client'
 import { sqlState } from '../../db/client'
+import { countUpTo, type CountMode, type Total } from '../../db/count'
 import { users, type UserRow } from '../../db/schema'
 import { Conflict, Forbidden, NotFound, ValidationFailed, type FieldError } from '../../http/problem'
 import { decodeKeysetCursor, encodeKeysetCursor, escapeLike, type KeysetCursor } from '../../http/pagination'
@@ -12,7 +13,7 @@ import type { StepUp } from '../auth/sign-in'
 import { listActiveSessions, requireRecentAuthentication, revokeSession, revokeUserSessions, type Caller, type Queryable } from '../auth/sessions'
 import { recordWebhookEvents, type WebhookEvent } from '../webhooks/outbox'
 import type { WayInChange, WayInNotices } from '../../mail/notices'
-import { metadataProblems, normalizeEmail, toUserResource, type CreateUserInput, type ListUsersQuery, type ReplaceUserInput } from './model'
+import { EXACT_COUNT_LIMIT, metadataProblems, normalizeEmail, toUserResource, type CreateUserInput, type ListUsersQuery, type ReplaceUserInput } from './model'
 
 /**
  * The webhook events of a change to an account, from the row before (null: created) and after it: the one
@@ -163,6 +164,12 @@ export class UsersService {
 		const last = items.at(-1)
 		const nextCursor = rows.length > limit && last ? encodeCursor(sort, last) : null
 		return { items, nextCursor, limit }
+	}
+
+	/** How many accounts match the list's filters, whatever the page (`count`; API.md, "Admin console"). */
+	count(query: ListUsersQuery, mode: CountMode): Promise<Total> {
+		const matching = this.deps.db.select({ one: sql`1` }).from(users).where(and(...filters(query)))
+		return countUpTo(this.deps.db, matching, mode, EXACT_COUNT_LIMIT)
 	}
 
 	/**
