@@ -176,6 +176,28 @@ describe('metadata and appMetadata on the user resource', () => {
 	})
 })
 
+describe('the audit trail of metadata changes', () => {
+	test("names who changed which members, never their values; the same values again add nothing", async () => {
+		const user = await signUp(t)
+		const trail = async () =>
+			(await t.call('GET', `/api/audit-events?userId=${user.id}&limit=100`, { token: admin.accessToken })).body.data.items
+				.filter((event: { type: string }) => event.type.endsWith('metadata.changed'))
+				.map((event: { type: string; actorId: string; subjectId: string; details: Record<string, unknown> }) => ({ type: event.type, actorId: event.actorId, subjectId: event.subjectId, details: event.details }))
+				.reverse()
+		await put('me', { email: user.email, name: 'Test User', metadata: { theme: 'dark', secretish: 'value-never-logged' } }, user)
+		await put(user.id, { email: user.email, name: 'Test User', appMetadata: { plan: 'pro', claims: { tenant: 'acme' } } }, admin)
+		await put(user.id, { email: user.email, name: 'Test User', appMetadata: { plan: 'pro', claims: { tenant: 'other' } } }, admin)
+		await put('me', { email: user.email, name: 'Test User', metadata: { theme: 'dark', secretish: 'value-never-logged' } }, user)
+		const events = await trail()
+		expect(events).toEqual([
+			{ type: 'metadata.changed', actorId: user.id, subjectId: user.id, details: { members: 'secretish,theme' } },
+			{ type: 'app-metadata.changed', actorId: admin.id, subjectId: user.id, details: { members: 'claims,plan' } },
+			{ type: 'app-metadata.changed', actorId: admin.id, subjectId: user.id, details: { members: 'claims' } },
+		])
+		expect(JSON.stringify(events)).not.toContain('value-never-logged')
+	})
+})
+
 describe('appMetadata.claims in tokens', () => {
 	const ownClaims = { tenant: 'acme', plan: { tier: 2 }, flags: ['beta'] }
 	// Every registered name, each with a value that would be wrong if it were copied.

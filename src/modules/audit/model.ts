@@ -19,6 +19,8 @@ const EventType = t.Union([
 	t.Literal('role.changed'),
 	t.Literal('status.changed'),
 	t.Literal('user.deactivated'),
+	t.Literal('metadata.changed'),
+	t.Literal('app-metadata.changed'),
 	t.Literal('email.verification-requested'),
 	t.Literal('email.verified'),
 	t.Literal('email.change-requested'),

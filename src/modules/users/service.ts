@@ -272,6 +272,11 @@ export class UsersService {
 				...who,
 				details: { from: before.status, to: after.status },
 			})
+		// Which members changed, never their values (appMetadata's claims go into tokens: who changed them matters).
+		for (const [type, member] of [['metadata.changed', 'metadata'], ['app-metadata.changed', 'appMetadata']] as const) {
+			const members = changedMembers(before[member], after[member])
+			if (members.length) await audit.record(type, client, { ...who, details: { members: members.join(',') } })
+		}
 	}
 
 	/** Deactivation is a state: sessions revoked at once, email kept, idempotent. */
@@ -369,6 +374,12 @@ function translateConstraint(error: unknown): unknown {
 // ── listing ──────────────────────────────────────────────────────────────
 
 type Sort = NonNullable<ListUsersQuery['sort']>
+
+/** The top-level members of two JSON objects that were added, removed or changed, sorted. */
+function changedMembers(before: Record<string, unknown>, after: Record<string, unknown>): string[] {
+	const names = new Set([...Object.keys(before), ...Object.keys(after)])
+	return [...names].filter((name) => !Bun.deepEquals(before[name], after[name], true)).sort()
+}
 
 function filters(query: ListUsersQuery): Array<SQL | undefined> {
 	return [
