@@ -64,7 +64,7 @@ export async function userView(main: HTMLElement, id: string, keepFocus = false)
 		const ok = await confirmAction({
 			title: `Deactivate ${person.email}?`,
 			body: [
-				`This signs them out everywhere at once (${liveSessions.length === 1 ? '1 session' : `${count(liveSessions.length)} sessions`}) and refuses every sign-in until the account is reactivated.`,
+				`This signs them out everywhere at once${liveSessions.length ? ` (${liveSessions.length === 1 ? '1 session' : `${count(liveSessions.length)} sessions`})` : ''} and refuses every sign-in until the account is reactivated.`,
 				'The account, its data and its email address are kept; you can reactivate it later.',
 			],
 			confirm: 'Deactivate',
@@ -120,7 +120,7 @@ export async function userView(main: HTMLElement, id: string, keepFocus = false)
 			})
 			if (ok) await act(() => account.sessions({ sessionId: session.id }).delete(), 'The session is revoked.')
 		})
-		return [when(session.createdAt), when(session.lastUsedAt), session.ip ?? '—', describe(session.userAgent), revoke]
+		return [when(session.createdAt), when(session.lastUsedAt), session.ip ?? '—', h('span', { class: 'device' }, describe(session.userAgent)), revoke]
 	})
 
 	const factorRows = (factors.data?.data.items ?? []).map((factor) => {

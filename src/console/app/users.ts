@@ -105,7 +105,7 @@ export async function usersView(main: HTMLElement, url: URL) {
 								'tr',
 								{},
 								h('td', {}, h('a', { href: `/console/users/${user.id}`, 'data-nav': true }, user.email)),
-								h('td', {}, user.name || '—'),
+								h('td', { class: 'wrap' }, user.name || '—'),
 								h('td', {}, user.role === 'admin' ? 'Administrator' : 'User'),
 								h('td', {}, h('span', { class: `badge ${user.status}` }, user.status === 'active' ? 'Active' : 'Deactivated')),
 								h('td', {}, when(user.createdAt)),
