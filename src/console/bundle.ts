@@ -4,7 +4,7 @@
  *   from source (`bun run start`, `bun test`)  bundled in memory at the first request for the console, once per
  *                                             process (a fresh clone needs no step of its own; an edit shows at
  *                                             the next start)
- *   in the binary (`bun run build`)           bundled by `bun src/console/bundle.ts build` into
+ *   in the binary (`bun run build`)           bundled by `bun src/console/build.ts` into
  *                                             dist/latchkey-console.json.gz, which the binary embeds
  *
  * Either way each file is kept gzipped beside its plain bytes, named by a hash of its contents (cached for a year).
@@ -59,7 +59,7 @@ const asset = (base: string, extension: string, contentType: string, text: strin
 	return { name: `${base}-${hash}.${extension}`, contentType, body, gzip: Bun.gzipSync(body, { level: 9 }) }
 }
 
-const toAssets = ({ script, styles }: Bundled): ConsoleAssets => ({
+export const toAssets = ({ script, styles }: Bundled): ConsoleAssets => ({
 	script: asset('console', 'js', 'text/javascript; charset=utf-8', script),
 	styles: asset('console', 'css', 'text/css; charset=utf-8', styles),
 })
@@ -82,15 +82,3 @@ export function consoleAssets(): Promise<ConsoleAssets> {
 
 /** The file `bun run build` embeds in the binary (an entry point of `bun build --compile`). */
 export const buildBundlePath = () => join(import.meta.dir, '..', '..', 'dist', `${NAME}.json.gz`)
-
-if (import.meta.main) {
-	if (process.argv[2] !== 'build') {
-		console.error('usage: bun src/console/bundle.ts build')
-		process.exit(2)
-	}
-	const bundled = await bundleConsole()
-	await Bun.write(buildBundlePath(), Bun.gzipSync(new TextEncoder().encode(JSON.stringify(bundled)), { level: 9 }))
-	const assets = toAssets(bundled)
-	const size = (file: ConsoleAsset) => `${file.name} ${(file.body.byteLength / 1024).toFixed(1)} KiB, ${(file.gzip.byteLength / 1024).toFixed(1)} KiB gzipped`
-	console.log(`console: ${size(assets.script)}; ${size(assets.styles)}`)
-}
