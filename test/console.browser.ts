@@ -10,9 +10,10 @@ import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { and, eq, isNull } from 'drizzle-orm'
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core'
-import { sessions, users } from '../src/db/schema'
+import { factors, sessions, users } from '../src/db/schema'
 import { startTestApp, type TestApp } from './support/app'
 import { contextIn, openPage, seriousViolations, VIEW_STATES } from './support/browser'
+import { enrollTotp } from './support/factors'
 import { login, PASSWORD, signUp, signUpAdmin, uniqueEmail, type Account } from './support/fixtures'
 import { freePort } from './support/ports'
 
@@ -209,6 +210,54 @@ describe('an operator', () => {
 		expect((await t.call('GET', '/api/users/me', { token: session.accessToken })).status).toBe(401)
 		expect(violations).toEqual([])
 		await context.close()
+	})
+})
+
+describe('a second factor', () => {
+	test("is removed from a user's page after a confirmation that says it cannot be undone", async () => {
+		const ada = await signUp(t, { email: uniqueEmail('ada'), name: 'Ada Lovelace' })
+		const { factorId } = await enrollTotp(t, ada, 'Work phone')
+		const context = await browser.newContext({ viewport: { width: 1280, height: 800 } })
+		const { page, violations } = await signInToConsole(context, admin.email)
+		await page.goto(`${base}/console/users/${ada.id}`)
+		await page.locator('main h1', { hasText: 'Ada Lovelace' }).waitFor()
+		expect(await page.textContent('#factors-heading ~ .table-wrap')).toContain('Work phone')
+		await page.click('button[aria-label="Remove the authenticator app Work phone"]')
+		await expect(page.locator('dialog').textContent()).resolves.toContain('This cannot be undone')
+		await page.click('dialog button[data-confirm]')
+		await page.locator('#factors-heading ~ p', { hasText: 'No second factor.' }).waitFor()
+		expect((await t.database.handle.db.select().from(factors).where(eq(factors.id, factorId))).length).toBe(0)
+		expect(violations).toEqual([])
+		await context.close()
+	})
+})
+
+describe('MFA_REQUIRED=admins', () => {
+	test('an admin without a second factor is told to add one', async () => {
+		const port = await freePort()
+		const strictBase = `http://localhost:${port}`
+		const strict = await startTestApp({ PUBLIC_URL: strictBase, MFA_REQUIRED: 'admins' })
+		const listening = strict.app.listen({ port, hostname: '127.0.0.1' })
+		try {
+			const unenrolled = await signUpAdmin(strict, uniqueEmail('unenrolled'))
+			const context = await browser.newContext({ viewport: { width: 1280, height: 800 } })
+			const { page, violations } = await openPage(context)
+			await page.goto(`${strictBase}/console`)
+			await page.waitForURL((url) => url.pathname === '/sign-in')
+			await page.fill('#email', unenrolled.email)
+			await page.fill('#password', PASSWORD)
+			await page.click('button[type=submit]')
+			await page.locator('main [role=alert]', { hasText: 'add a second factor' }).waitFor()
+			expect(new URL(page.url()).pathname).toBe('/console')
+			expect(await page.getAttribute('main [role=alert] a', 'href')).toBe('/account/security')
+			await screenshot(page, 'add-a-second-factor')
+			expect(await seriousViolations(page)).toEqual([])
+			expect(violations).toEqual([])
+			await context.close()
+		} finally {
+			await listening.stop()
+			await strict.close()
+		}
 	})
 })
 

@@ -31,7 +31,10 @@ export function showProblem(container: HTMLElement, error: { status: number; val
 		return
 	}
 	container.querySelector(':scope > .alert')?.remove()
-	const alert = h('p', { class: 'alert', role: 'alert', tabindex: '-1' }, sentenceOf(refused.status, refused.problem))
+	const kind = kindOf(refused.problem)
+	// Where the sentence says what to do, the way there: the account's security page (the pages', not the console's).
+	const next = kind === 'mfa-enrollment-required' || kind === 'mfa-required' ? h('a', { href: '/account/security' }, 'Go to your account’s security page') : undefined
+	const alert = h('p', { class: 'alert', role: 'alert', tabindex: '-1' }, sentenceOf(refused.status, refused.problem), next ? ' ' : '', next)
 	const heading = container.querySelector(':scope > h1')
 	if (heading) heading.after(alert)
 	else container.prepend(alert)
