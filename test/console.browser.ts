@@ -213,6 +213,23 @@ describe('an operator', () => {
 	})
 })
 
+describe('signing out', () => {
+	test("ends the browser's Latchkey session through the provider's sign-out, and the console then asks to sign in", async () => {
+		const operator = await signUpAdmin(t, uniqueEmail('leaving'))
+		const context = await browser.newContext({ viewport: { width: 1280, height: 800 } })
+		const { page, violations } = await signInToConsole(context, operator.email)
+		await page.click('#sign-out')
+		await page.waitForURL((url) => url.pathname === '/oauth2/logout')
+		await Promise.all([page.waitForURL((url) => url.pathname === '/sign-in'), page.click('button[name=logout]')])
+		// The tokens are gone from the tab, and no session of the operator's is live any more but the API login's.
+		expect(await page.evaluate("sessionStorage.getItem('latchkey-console:tokens')")).toBeNull()
+		const live = await t.database.handle.db.select({ id: sessions.id }).from(sessions).where(and(eq(sessions.userId, operator.id), isNull(sessions.revokedAt)))
+		expect(live.map((row) => row.id)).toEqual([operator.sessionId])
+		expect(violations).toEqual([])
+		await context.close()
+	})
+})
+
 describe('a second factor', () => {
 	test("is removed from a user's page after a confirmation that says it cannot be undone", async () => {
 		const ada = await signUp(t, { email: uniqueEmail('ada'), name: 'Ada Lovelace' })
