@@ -10,11 +10,12 @@ import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { and, eq, isNull } from 'drizzle-orm'
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core'
-import { factors, sessions, users } from '../src/db/schema'
+import { factors, oauthClients, sessions, users } from '../src/db/schema'
 import { startTestApp, type TestApp } from './support/app'
 import { contextIn, openPage, seriousViolations, VIEW_STATES } from './support/browser'
 import { enrollTotp } from './support/factors'
 import { login, PASSWORD, signUp, signUpAdmin, uniqueEmail, type Account } from './support/fixtures'
+import { registerClient } from './support/oauth'
 import { freePort } from './support/ports'
 
 setDefaultTimeout(120_000)
@@ -230,8 +231,8 @@ describe('signing out', () => {
 	})
 })
 
-describe('a second factor', () => {
-	test("is removed from a user's page after a confirmation that says it cannot be undone", async () => {
+describe('a second factor and a consent', () => {
+	test("are removed from a user's page after a confirmation that says what it does", async () => {
 		const ada = await signUp(t, { email: uniqueEmail('ada'), name: 'Ada Lovelace' })
 		const { factorId } = await enrollTotp(t, ada, 'Work phone')
 		const context = await browser.newContext({ viewport: { width: 1280, height: 800 } })
@@ -244,6 +245,18 @@ describe('a second factor', () => {
 		await page.click('dialog button[data-confirm]')
 		await page.locator('#factors-heading ~ p', { hasText: 'No second factor.' }).waitFor()
 		expect((await t.database.handle.db.select().from(factors).where(eq(factors.id, factorId))).length).toBe(0)
+
+		// A consent to an application, withdrawn the same way.
+		const notes = await registerClient(t, { type: 'public', name: 'Acme Notes' })
+		const [row] = await t.database.handle.db.select({ id: oauthClients.id }).from(oauthClients).where(eq(oauthClients.clientId, notes.clientId))
+		await t.app.decorator.oauthConsents.grant(ada.id, row?.id ?? '', ['openid', 'email'], { ip: null, userAgent: null, requestId: crypto.randomUUID() })
+		await page.reload()
+		await page.locator('#consents-heading ~ .table-wrap', { hasText: 'Acme Notes' }).waitFor()
+		await page.click('button[aria-label="Withdraw the consent to Acme Notes"]')
+		await expect(page.locator('dialog').textContent()).resolves.toContain('must ask them again')
+		await page.click('dialog button[data-confirm]')
+		await page.locator('#announce', { hasText: 'The consent to Acme Notes is withdrawn.' }).waitFor()
+		expect((await t.call('GET', `/api/users/${ada.id}/consents`, { token: admin.accessToken })).body.data.items).toEqual([])
 		expect(violations).toEqual([])
 		await context.close()
 	})

@@ -1,7 +1,7 @@
 /**
  * A user's page: profile, role, status, email verification, metadata, sessions, second factors, linked identities
- * and organizations; and what an admin may do through the API: deactivate or reactivate, change the role, revoke a
- * session or all of them, remove a factor. Each action that cannot be undone says what it will do and asks first.
+ * organizations and the applications allowed; and what an admin may do through the API: deactivate or reactivate, change the role, revoke a
+ * session or all of them, remove a factor, withdraw a consent. Each action that cannot be undone says what it will do and asks first.
  */
 import { api } from './api'
 import { confirmAction } from './confirm'
@@ -33,12 +33,13 @@ const describe = (userAgent: string | null) => (userAgent ? (userAgent.length > 
 export async function userView(main: HTMLElement, id: string, keepFocus = false): Promise<void> {
 	if (!keepFocus) replace(main, h('h1', {}, 'User'), h('p', { class: 'muted', role: 'status' }, 'Loading…'))
 	const account = api.users({ id })
-	const [user, sessions, factors, identities, organizations] = await Promise.all([
+	const [user, sessions, factors, identities, organizations, consents] = await Promise.all([
 		account.get(),
 		account.sessions.get(),
 		account.factors.get(),
 		account.identities.get(),
 		account.organizations.get({ query: { limit: 100 } }),
+		account.consents.get(),
 	])
 	if (user.error || !user.data) {
 		replace(main, h('h1', {}, 'User'), h('p', {}, h('a', { href: '/console/users', 'data-nav': true }, 'Back to the users')))
@@ -139,6 +140,18 @@ export async function userView(main: HTMLElement, id: string, keepFocus = false)
 
 	const identityRows = (identities.data?.data.items ?? []).map((identity) => [identity.provider, identity.email ?? '—', identity.subject, when(identity.createdAt)])
 	const organizationRows = (organizations.data?.data.items ?? []).map((membership) => [membership.organization.name, membership.organization.slug, membership.roles.join(', ') || '—', when(membership.joinedAt)])
+	const consentRows = (consents.data?.data.items ?? []).map((consent) => {
+		const withdraw = h('button', { type: 'button', class: 'secondary small', 'aria-label': `Withdraw the consent to ${consent.clientName}` }, 'Withdraw…')
+		withdraw.addEventListener('click', async () => {
+			const ok = await confirmAction({
+				title: `Withdraw their consent to ${consent.clientName}?`,
+				body: ['The application loses its access to this account at once: its tokens for them are deleted, and it must ask them again.'],
+				confirm: 'Withdraw',
+			})
+			if (ok) await act(() => account.consents({ clientId: consent.clientId }).delete(), `The consent to ${consent.clientName} is withdrawn.`)
+		})
+		return [consent.clientName, h('span', { class: 'device' }, consent.scopes.join(' ')), when(consent.grantedAt), withdraw]
+	})
 	const unreadable = (result: { error: ApiError }, what: string) => (result.error ? h('p', { class: 'alert' }, `The ${what} could not be read (status ${result.error.status}).`) : undefined)
 
 	replace(
@@ -175,6 +188,7 @@ export async function userView(main: HTMLElement, id: string, keepFocus = false)
 		section('factors', 'Second factors', unreadable(factors, 'second factors'), factorRows.length ? table('Second factors', ['Kind', 'Name', 'State', 'Added', 'Last used', 'Action'], factorRows) : h('p', {}, 'No second factor.')),
 		section('identities', 'Linked identities', unreadable(identities, 'identities'), identityRows.length ? table('Linked identities', ['Provider', 'Email there', 'Subject', 'Linked'], identityRows) : h('p', {}, 'No linked identity.')),
 		section('organizations', 'Organizations', unreadable(organizations, 'organizations'), organizationRows.length ? table('Organizations', ['Organization', 'Slug', 'Roles', 'Joined'], organizationRows) : h('p', {}, 'Not a member of any organization.')),
+		section('consents', 'Applications allowed', unreadable(consents, 'consents'), consentRows.length ? table('Applications allowed', ['Application', 'Scopes', 'Allowed', 'Action'], consentRows) : h('p', {}, 'No application was allowed access (first-party applications ask no consent).')),
 		section(
 			'metadata',
 			'Metadata',
