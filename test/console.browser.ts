@@ -14,7 +14,7 @@ import { factors, oauthClients, sessions, users } from '../src/db/schema'
 import { startTestApp, type TestApp } from './support/app'
 import { contextIn, openPage, seriousViolations, VIEW_STATES } from './support/browser'
 import { enrollTotp } from './support/factors'
-import { login, PASSWORD, signUp, signUpAdmin, uniqueEmail, type Account } from './support/fixtures'
+import { login, PASSWORD, signUp, signUpAdmin, soleActiveAdmin, uniqueEmail, type Account } from './support/fixtures'
 import { registerClient } from './support/oauth'
 import { freePort } from './support/ports'
 
@@ -287,6 +287,31 @@ describe('MFA_REQUIRED=admins', () => {
 		} finally {
 			await listening.stop()
 			await strict.close()
+		}
+	})
+})
+
+describe('a refusal of the API', () => {
+	test('is a sentence saying why and what to do: the last administrator cannot make themself a plain user (409)', async () => {
+		const { admin: last, restore } = await soleActiveAdmin(t)
+		try {
+			const context = await browser.newContext({ viewport: { width: 1280, height: 800 } })
+			const { page, violations } = await signInToConsole(context, last.email)
+			await page.goto(`${base}/console/users/${last.id}`)
+			await page.locator('main h1', { hasText: last.email }).waitFor()
+			await page.click('button:has-text("Make a plain user…")')
+			await page.click('dialog button[data-confirm]')
+			const alert = page.locator('main > [role=alert]')
+			await alert.waitFor()
+			expect(await alert.textContent()).toContain('This is the last active administrator')
+			// The sentence has the focus, so that a screen reader reads it at once.
+			expect(await page.evaluate("document.activeElement?.getAttribute('role')")).toBe('alert')
+			await screenshot(page, 'last-admin')
+			expect((await t.call('GET', '/api/users/me', { token: last.accessToken })).body.data.role).toBe('admin')
+			expect(violations).toEqual([])
+			await context.close()
+		} finally {
+			await restore()
 		}
 	})
 })

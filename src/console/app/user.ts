@@ -121,7 +121,9 @@ export async function userView(main: HTMLElement, id: string, keepFocus = false)
 			})
 			if (ok) await act(() => account.sessions({ sessionId: session.id }).delete(), 'The session is revoked.')
 		})
-		return [when(session.createdAt), when(session.lastUsedAt), session.ip ?? '—', h('span', { class: 'device' }, describe(session.userAgent)), revoke]
+		// The console's own session, when an admin looks at their own page: revoking it signs this console out.
+		const device = h('span', { class: 'device' }, describe(session.userAgent), session.current ? h('strong', {}, ' (this console)') : undefined)
+		return [when(session.createdAt), when(session.lastUsedAt), session.ip ?? '—', device, revoke]
 	})
 
 	const factorRows = (factors.data?.data.items ?? []).map((factor) => {
