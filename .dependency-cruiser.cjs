@@ -86,6 +86,13 @@ module.exports = {
 			from: { path: `^src/modules/|${LOWER_FLOORS}` },
 			to: { path: '^src/pages/' },
 		},
+		{
+			name: 'console-app-calls-only-the-api',
+			comment: "The console's browser code reaches the server only through the typed client (src/client): nothing the API cannot do.",
+			severity: 'error',
+			from: { path: '^src/console/app/' },
+			to: { path: '^src/', pathNot: '^src/(console/app|client)/' },
+		},
 		...moduleOrder,
 		{
 			name: 'meeting-points-stay-light',

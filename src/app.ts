@@ -64,6 +64,8 @@ import { isProtocolPath, protocolModule } from './modules/oauth/protocol'
 import { Interactions } from './modules/oauth/interactions'
 import { UserinfoShortcut } from './modules/oauth/userinfo'
 import { BACKCHANNEL_LOGOUT_QUEUE, backchannelLogoutJob, logOutEndedSessionsStep } from './modules/oauth/logout'
+import { consoleRoutes, isConsolePath } from './console'
+import { CONSOLE_CLIENT_ID } from './modules/oauth/model'
 import { BrowserSessions, consentPage, PAGE_PATHS, pageHeaders, PageRenderer, pageProblems, pages, providerPages, type PageSettings } from './pages'
 
 export interface AppDeps {
@@ -121,6 +123,9 @@ function corsFor(origins: string[]) {
 		if (set.headers.vary === '*') delete set.headers.vary
 	})
 }
+
+/** The API as a resource (RFC 8707) in the console's token requests: the audience of the tokens the API takes from it. */
+export const consoleAudience = (issuer: string) => `${issuer}/api`
 
 /** The whole service as an Elysia app; `index.ts` listens, tests call `app.handle`. */
 /** What the pages are branded with: APP_NAME, BRAND_LOGO_URL, BRAND_COLOR, PAGES_DIR, and the origin forms come from. */
@@ -321,7 +326,9 @@ export function createApp({ config, database, keys, oauthKey, log, counters, pee
 			if (client) await oauthConsents.grant(userId, client.id, scopes, clientInfoOf(request))
 		},
 	})
-	const guard = authGuard({ db, keys, jwt: config.jwt, mfaRequired: config.mfa.required })
+	// The API takes the console's own tokens too (docs/console.md), and only while the console is on.
+	const consoleTokens = config.consoleEnabled ? { issuer, audience: consoleAudience(issuer), publicJwk: oauthKey.publicJwk, clientId: CONSOLE_CLIENT_ID } : undefined
+	const guard = authGuard({ db, keys, jwt: config.jwt, mfaRequired: config.mfa.required, console: consoleTokens })
 	// A scraper holding the metrics token is the operator's own; anyone else's /metrics request is budgeted.
 	const metricsToken = config.metrics.token
 	const isAuthorizedScrape = (request: Request) =>
@@ -368,7 +375,8 @@ export function createApp({ config, database, keys, oauthKey, log, counters, pee
 				bodyLimitBytes: config.bodyLimitBytes,
 				htmlPaths: new Set([DOCS_PATH]),
 				textPaths: new Set(['/metrics']),
-				passThrough: isProtocolPath,
+				// The console's paths answer HTML and files, and a 404 when it is off: no JSON negotiation there either.
+				passThrough: (path) => isProtocolPath(path) || isConsolePath(path),
 				pagePaths: PAGE_PATHS,
 			}),
 		)
@@ -422,6 +430,8 @@ export function createApp({ config, database, keys, oauthKey, log, counters, pee
 			}),
 		)
 		.use(consentPage({ renderer, settings, interactions, browserSessions }))
+		// The admin console (CONSOLE_ENABLED): a page and its files; everything it does goes through the API above.
+		.use(config.consoleEnabled ? consoleRoutes({ issuer, appName: config.mail.appName, pageHeaders: pageHeaders(renderer.csp) }) : new Elysia({ name: 'console-off' }))
 		// Every path is a route, so that a 404 or 405 passes the rate limits like any other answer.
 		.all('/*', ({ request, path }) => {
 			throw unmatchedRoute(routeTable, request.method, path)

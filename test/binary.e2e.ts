@@ -76,6 +76,29 @@ describe('the compiled binary', () => {
 		expect(readdirSync(folder).sort()).toEqual(['data', 'latchkey'])
 	})
 
+	test('serves the console from the bundle it embeds: the page, its script and stylesheet, gzipped, nothing read from disk', async () => {
+		const server = await start({})
+		try {
+			const page = await fetch(`${server.base}/console/users`, { headers: { accept: 'text/html' } })
+			expect(page.status).toBe(200)
+			expect(page.headers.get('content-security-policy')).toContain("script-src 'self'")
+			const assets = [...(await page.text()).matchAll(/(?:src|href)="(\/console\/assets\/[^"]+)"/g)].map((match) => match[1] ?? '')
+			expect(assets).toHaveLength(2)
+			let compressed = 0
+			for (const path of assets) {
+				const asset = await fetch(`${server.base}${path}`, { headers: { 'accept-encoding': 'gzip' }, decompress: false })
+				expect(asset.status).toBe(200)
+				expect(asset.headers.get('content-encoding')).toBe('gzip')
+				compressed += (await asset.arrayBuffer()).byteLength
+			}
+			expect(compressed).toBeLessThan(300 * 1024)
+			expect(readdirSync(folder).sort()).toEqual(['data', 'latchkey'])
+		} finally {
+			server.process.kill('SIGTERM')
+		}
+		expect(await server.process.exited).toBe(0)
+	})
+
 	if (TEST_DATABASE_URL) {
 		let database: TestDatabase
 		beforeAll(async () => {

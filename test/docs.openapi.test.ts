@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import createClient from 'openapi-fetch'
 import openapiTS, { astToString } from 'openapi-typescript'
+import { isConsolePath } from '../src/console'
 import packageJson from '../package.json'
 import { PROBLEM_KINDS } from '../src/http/problem-catalogue'
 import { PAGE_PATHS } from '../src/pages'
@@ -62,8 +63,9 @@ describe('the OpenAPI document', () => {
 	})
 
 	test('lists every route of the app', () => {
-		// The catch-all that answers 404 and 405 (so they pass the rate limits) is no operation, nor is an HTML page (docs/pages.md).
-		const routes = t.app.routes.filter((route) => route.method !== 'OPTIONS' && !DOCS_PATHS.has(route.path) && !PAGE_PATHS.has(route.path) && route.path !== '/*')
+		// The catch-all that answers 404 and 405 (so they pass the rate limits) is no operation, nor is an HTML page
+		// (docs/pages.md) or the console's page and files (docs/console.md).
+		const routes = t.app.routes.filter((route) => route.method !== 'OPTIONS' && !DOCS_PATHS.has(route.path) && !PAGE_PATHS.has(route.path) && !isConsolePath(route.path) && route.path !== '/*')
 		expect(routes.length).toBeGreaterThan(10)
 		for (const route of routes) expect({ route: `${route.method} ${route.path}`, documented: document.paths[openApiPath(route.path)]?.[route.method.toLowerCase()] !== undefined }).toEqual({ route: `${route.method} ${route.path}`, documented: true })
 		const documented = allOperations().map(({ method, path }) => `${method} ${path}`)

@@ -3,6 +3,7 @@ import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { and, eq } from 'drizzle-orm'
+import { isConsolePath } from '../src/console'
 import { digestOf } from '../src/crypto/opaque-tokens'
 import { auditEvents, sessions } from '../src/db/schema'
 import { PAGE_PATHS, PageRenderer } from '../src/pages'
@@ -416,8 +417,9 @@ describe('problems at the pages are pages', () => {
 
 	test('PAGE_PATHS, assembled from the page files, is exactly the paths the pages answer', () => {
 		const hidden = (route: (typeof t.app.routes)[number]) => (route.hooks?.detail as { hide?: boolean } | undefined)?.hide === true
-		// Every hidden route outside the API (held to its document by docs.openapi.test.ts) is a page, and every page path a route.
-		expect([...new Set(t.app.routes.filter((route) => hidden(route) && route.path !== '/*' && !route.path.startsWith('/api/')).map((route) => route.path))].sort()).toEqual([...PAGE_PATHS].sort())
+		// Every hidden route outside the API (held to its document by docs.openapi.test.ts) and the console (its page and
+		// files, docs/console.md) is a page, and every page path a route.
+		expect([...new Set(t.app.routes.filter((route) => hidden(route) && route.path !== '/*' && !route.path.startsWith('/api/') && !isConsolePath(route.path)).map((route) => route.path))].sort()).toEqual([...PAGE_PATHS].sort())
 	})
 
 	test('the API next to the pages still answers problem+json', async () => {

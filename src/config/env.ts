@@ -142,6 +142,7 @@ export const EnvSchema = T.Object({
 		default: true,
 		description: 'sign-in with a 6-digit code mailed to the account (POST /auth/sign-in-codes, then /auth/email-code); `false`: both routes are unknown (404)',
 	}),
+	CONSOLE_ENABLED: T.Boolean({ default: true, description: 'the admin console at /console (`false`: every /console path answers 404)' }),
 	RECOVERY_URL: T.Optional(T.String({ pattern: '^https?://[^\\s#]+$', description: 'the page that mail notices of a way in added or removed link to (default {APP_URL}/recovery with APP_URL, else {PUBLIC_URL}/recovery)' })),
 	INVITATION_URL: T.Optional(T.String({ pattern: '^https?://[^\\s#]+$', description: "the page that takes an organization invitation's token, in the fragment (default {APP_URL}/invitation with APP_URL, else {PUBLIC_URL}/invitation)" })),
 	RECOVERY_REVIEW_SECONDS: zeroOrMore(
@@ -471,6 +472,8 @@ function toConfig(env: Env, providers: OidcProviderSettings[] = []) {
 		cors: { origins },
 		bodyLimitBytes: env.BODY_LIMIT_BYTES,
 		docsEnabled: env.DOCS_ENABLED ?? !production,
+		/** CONSOLE_ENABLED: the admin console at /console. */
+		consoleEnabled: env.CONSOLE_ENABLED,
 		logLevel: env.LOG_LEVEL,
 		metrics: { enabled: env.METRICS_ENABLED || env.METRICS_TOKEN !== undefined, token: env.METRICS_TOKEN },
 		shutdownTimeoutSeconds: env.SHUTDOWN_TIMEOUT_SECONDS,

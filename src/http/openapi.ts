@@ -13,7 +13,8 @@ export const bearerSecurityScheme = {
 	type: 'http',
 	scheme: 'bearer',
 	bearerFormat: 'JWT',
-	description: 'An access token from `POST /api/auth/login` or `POST /api/auth/refresh`: `Authorization: Bearer <accessToken>`.',
+	description:
+		"An access token from `POST /api/auth/login` or `POST /api/auth/refresh`: `Authorization: Bearer <accessToken>`. The admin console's token is taken too, and no other token of the OpenID Provider: an RFC 9068 JWT that Latchkey's provider issued to its own client `latchkey-console` for `resource={PUBLIC_URL}/api` (RS256 with the provider's key, `iss` PUBLIC_URL, `aud` `{PUBLIC_URL}/api`, unexpired), whose `sid` names a live session of the token's active account — checked at every request as the API's own tokens are, so revoking the session or deactivating the account ends it at once; the session's assurance (`aal`) applies. Not with `CONSOLE_ENABLED=false`.",
 } as const
 
 /** Vendor extension on a problem response: the problem kinds it stands for, turned into examples in the document. */

@@ -1,10 +1,11 @@
 import { Elysia } from 'elysia'
+import { decodeProtectedHeader, importJWK, jwtVerify, type JWK } from 'jose'
 import { LRUCache } from 'lru-cache'
 import type { Config } from '../../config/env'
 import type { Database } from '../../db/client'
 import type { TokenKeys } from './keys'
 import { callerFinder, type Caller } from './sessions'
-import { accessTokens, CLOCK_TOLERANCE_SECONDS, issuedInTheFuture, verifyOptions } from './tokens'
+import { ACCESS_TOKEN_TYPE, accessTokens, CLOCK_TOLERANCE_SECONDS, issuedInTheFuture, verifyOptions } from './tokens'
 import { UUID } from '../../http/ids'
 import { AppError, Forbidden } from '../../http/problem'
 
@@ -49,6 +50,59 @@ export interface AuthGuardDeps {
 	jwt: Config['jwt']
 	/** MFA_REQUIRED: accounts it names that have not used a factor are held to enrolment, decided per request. */
 	mfaRequired?: Config['mfa']['required']
+	/** The one other kind of token the API takes: the admin console's, from Latchkey's own provider (below). */
+	console?: ConsoleTokens
+}
+
+/**
+ * The admin console's tokens: RFC 9068 access tokens of Latchkey's OpenID Provider, asked for with
+ * `resource={PUBLIC_URL}/api`. Taken only when every one of these holds: signed RS256 by the provider's key, `typ`
+ * at+jwt, `iss` the provider, `aud` the API, `client_id` the console's own client, unexpired; and, as for the API's
+ * own tokens, `sid` names a live session of `sub`'s active account (read on every request, so revocation and
+ * deactivation end it at once), whose assurance (aal, amr) is the session's. Any other client's token, or one
+ * for another audience, is refused as a forged one is.
+ */
+export interface ConsoleTokens {
+	/** The provider's issuer: PUBLIC_URL. */
+	issuer: string
+	/** The API as a resource (RFC 8707): `{PUBLIC_URL}/api`. */
+	audience: string
+	/** The provider's public signing key (its JWKS entry, with `kid`). */
+	publicJwk: JWK & { kid: string }
+	/** The console's client_id: latchkey-console. */
+	clientId: string
+}
+
+/** A verifier of the console's tokens, or undefined when the API takes none. */
+async function consoleVerifier(settings: ConsoleTokens | undefined) {
+	if (!settings) return undefined
+	const key = await importJWK(settings.publicJwk, 'RS256')
+	const options = {
+		algorithms: ['RS256'],
+		issuer: settings.issuer,
+		audience: settings.audience,
+		typ: ACCESS_TOKEN_TYPE,
+		clockTolerance: CLOCK_TOLERANCE_SECONDS,
+		requiredClaims: ['sub', 'sid', 'jti', 'exp', 'iat', 'client_id'],
+	}
+	return {
+		/** Whether the token says it was signed by the provider's key (then it is judged as the console's, and only so). */
+		claimsToBe(token: string) {
+			try {
+				return decodeProtectedHeader(token).kid === settings.publicJwk.kid
+			} catch {
+				return false
+			}
+		},
+		async verify(token: string): Promise<false | Record<string, unknown>> {
+			try {
+				const { payload } = await jwtVerify(token, key, options)
+				return payload.client_id === settings.clientId ? (payload as Record<string, unknown>) : false
+			} catch {
+				return false
+			}
+		},
+	}
 }
 
 /**
@@ -58,8 +112,10 @@ export interface AuthGuardDeps {
  * `{ auth: 'admin' }`, `{ auth: 'self' }`, `{ auth: 'user' }`, or
  * `{ optionalAuth: true }` where a token is welcome but not required.
  */
-export const authGuard = ({ db, keys, jwt, mfaRequired = 'off' }: AuthGuardDeps) => {
+export const authGuard = ({ db, keys, jwt, mfaRequired = 'off', console: consoleTokens }: AuthGuardDeps) => {
 	const options = verifyOptions(keys, jwt)
+	// Imported once, at the first request that needs it.
+	const consoleTokensVerifier = consoleVerifier(consoleTokens)
 	const findCaller = callerFinder(db, mfaRequired)
 	// Signature checks cost more than the rest of an authenticated read; a token that passed one is
 	// remembered (by its exact text) until it expires, as API gateways do. Revocation is unaffected:
@@ -81,7 +137,8 @@ export const authGuard = ({ db, keys, jwt, mfaRequired = 'off' }: AuthGuardDeps)
 		if (!token) throw refusedToken()
 		let claims = verified.get(token)
 		if (!claims) {
-			const checked = await verifier.verify(token, options)
+			const fromConsole = await consoleTokensVerifier
+			const checked = fromConsole?.claimsToBe(token) ? await fromConsole.verify(token) : await verifier.verify(token, options)
 			// Checked before the token is remembered, so that a refused one is never cached.
 			if (!checked || issuedInTheFuture(checked)) throw refusedToken()
 			claims = remember(token, checked)

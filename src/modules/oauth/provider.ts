@@ -10,6 +10,7 @@ import { guardedFetch } from '../../http/outgoing'
 import type { Logger } from '../../log'
 import { accountKey, appClaimsColumn, databaseAdapter, LATCHKEY_SESSION, ReadAhead, type AccountRecord, type ClientMetadataSource } from './adapter'
 import { queueBackchannelLogouts } from './logout'
+import { CONSOLE_CLIENT_ID } from './model'
 
 /*
  * Latchkey as an OpenID Provider: panva's oidc-provider (OpenID Certified for the Basic, Config, Dynamic and
@@ -404,7 +405,11 @@ function createProvider(library: Library, deps: ProviderDeps): Provider {
 			// `appMetadata.claims` of the account the grant found (the library's ctx.oidc.account: no read of its own).
 			const account = ctx?.oidc?.account as { accountId?: unknown; [APP_CLAIMS]?: Record<string, unknown> } | undefined
 			const own = account?.accountId === accountId ? account[APP_CLAIMS] : undefined
-			return own || org ? { ...own, ...(org ? { org } : {}) } : undefined
+			// The console's token for the API names its Latchkey session, which the API's guard reads on every request
+			// (docs/console.md): revoking the session or deactivating the account ends the token at once.
+			const { clientId, sid, resourceServer } = token as { clientId?: unknown; sid?: unknown; resourceServer?: unknown }
+			const session = token.kind === 'AccessToken' && clientId === CONSOLE_CLIENT_ID && resourceServer && typeof sid === 'string' ? { sid } : undefined
+			return own || org || session ? { ...own, ...(org ? { org } : {}), ...session } : undefined
 		},
 		// First-party clients and consent remembered for every scope asked get their grant without the consent page.
 		loadExistingGrant: async (ctx) => {

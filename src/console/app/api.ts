@@ -1,0 +1,72 @@
+/**
+ * The public API through the typed client (Eden Treaty over the server's own route types): the console does
+ * nothing the API cannot. Every refusal becomes a sentence saying why and, where there is one, what to do.
+ */
+import { createClient } from '../../client'
+import { accessToken } from './session'
+
+export const api = createClient(location.origin, {
+	headers: () => {
+		const token = accessToken()
+		return token ? { authorization: `Bearer ${token}` } : undefined
+	},
+}).api
+
+export interface Problem {
+	type?: string
+	title?: string
+	status?: number
+	detail?: string
+	errors?: Array<{ pointer?: string; detail?: string }>
+}
+
+/** The problem kind: the last segment of its `type` URI. */
+export const kindOf = (problem: Problem | undefined) => (problem?.type ?? '').split('/').pop() ?? ''
+
+/** Refusals that mean the console's sign-in no longer holds: it signs in again. */
+export const SIGNED_OUT_KINDS = new Set(['unauthorized', 'invalid-token'])
+
+/** A problem+json answer as a sentence an operator reads. */
+export function sentenceOf(status: number, problem: Problem | undefined): string {
+	const kind = kindOf(problem)
+	switch (kind) {
+		case 'forbidden':
+			return /admin/i.test(problem?.detail ?? '') && !/own account/i.test(problem?.detail ?? '')
+				? 'This account is not an administrator: the console is for administrators. Sign in with an administrator’s account, or ask one to make you an administrator.'
+				: `Not allowed: ${problem?.detail ?? 'the API refused this action.'}`
+		case 'mfa-enrollment-required':
+			return 'This server requires administrators to use a second factor: add a second factor (an authenticator app or a passkey) on your account page, then sign in to the console again.'
+		case 'mfa-required':
+			return 'This needs a session that used a second factor: sign in again with your second factor.'
+		case 'reauthentication-required':
+			return 'Confirm it is you first: sign in again, then retry within a few minutes.'
+		case 'invalid-token':
+		case 'unauthorized':
+			return 'Your sign-in has ended (it expired, was revoked, or the account was deactivated). Sign in again.'
+		case 'last-admin':
+			return 'This is the last active administrator: it can be neither deactivated nor made a plain user. Make another account an administrator first.'
+		case 'not-found':
+			return 'Not found: it no longer exists, or the address is wrong.'
+		case 'rate-limited':
+			return 'Too many requests from this address: wait a minute, then retry.'
+		case 'validation-error':
+			return `Some values are not valid: ${(problem?.errors ?? []).map((error) => `${(error.pointer ?? '').replace(/^#\//, '')} ${error.detail ?? ''}`.trim()).join('; ') || problem?.detail || ''}`
+		case 'conflict':
+		case 'email-taken':
+			return `This conflicts with the account as it is now: ${problem?.detail ?? 'read it again and retry.'}`
+		case 'service-unavailable':
+			return 'The database is not answering: try again in a moment.'
+		case 'internal-error':
+			return `The server failed to do this (${problem?.detail ?? 'an internal error'}).`
+		default:
+			if (status === 0) return 'The server could not be reached: check the connection and retry.'
+			return problem?.detail ? `${problem.title ?? 'Refused'}: ${problem.detail}` : `The request failed with status ${status}.`
+	}
+}
+
+/** An API answer's error as { status, problem } (Eden's error value is the parsed body). */
+export function problemOf(error: { status: number; value: unknown } | null | undefined): { status: number; problem: Problem | undefined } | undefined {
+	if (!error) return undefined
+	const value = error.value
+	return { status: error.status, problem: typeof value === 'object' && value !== null ? (value as Problem) : undefined }
+}
