@@ -165,6 +165,18 @@ describe('Supabase: auth.users, auth.identities and auth.mfa_factors rows', () =
 		expectNoSecretIn(lines, file)
 	})
 
+	test("members named like JavaScript's own: a provider called constructor is no rename, a __proto__ member of app_metadata stays data", async () => {
+		const file = (await fixture('supabase.json').text()).replace('"plan": "pro"', '"plan": "pro", "__proto__": { "role": "admin" }')
+		const parsed = JSON.parse(file)
+		parsed.identities[2].provider = 'constructor'
+		const lines = await read(readSupabase, asFile(JSON.stringify(parsed)), { providers: {} })
+		const appMetadata = userOf(lines, 1).appMetadata ?? {}
+		expect(Object.hasOwn(appMetadata, '__proto__')).toBe(true)
+		expect(Object.getPrototypeOf(appMetadata)).toBe(Object.prototype)
+		expect((appMetadata as { role?: unknown }).role).toBeUndefined() // not inherited from a prototype set by the file
+		expect(userOf(lines, 2).identities?.map((identity) => identity.provider)).toEqual(['constructor'])
+	})
+
 	test('a file that is not a Supabase export is refused as a whole, saying what was expected', async () => {
 		await expect(read(readSupabase, asFile('not json'))).rejects.toThrow(new SourceFileError('the file is not JSON; expected a JSON array of auth.users rows, or { "users": […], "identities": […], "mfa_factors": […] }'))
 		await expect(read(readSupabase, asFile({ rows: [] }))).rejects.toBeInstanceOf(SourceFileError)

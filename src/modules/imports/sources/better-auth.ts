@@ -28,7 +28,9 @@ export const readBetterAuth: ImportSource = async function* (file, options) {
 		if (!account) continue
 		const userId = account[column(account, 'userId')]
 		if (typeof userId !== 'string' && typeof userId !== 'number') continue
-		accounts.set(String(userId), [...(accounts.get(String(userId)) ?? []), account])
+		const ofUser = accounts.get(String(userId))
+		if (ofUser) ofUser.push(account)
+		else accounts.set(String(userId), [account])
 	}
 	yield* readItems(users, (value) => {
 		const row = record(value)

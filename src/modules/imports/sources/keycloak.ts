@@ -6,7 +6,7 @@
 import { Secret } from 'otpauth'
 import { importedHash } from '../../auth/hash-schemes'
 import type { ImportSource, ImportUser, SourceOptions } from '../model'
-import { compact, defined, flag, LineError, list, object, objectMember, providerName, quoted, readItems, readJson, record, requireEmail, SourceFileError, sourceId, text, totpName } from './shared'
+import { compact, date, defined, flag, LineError, list, object, objectMember, providerName, quoted, readItems, readJson, record, requireEmail, SourceFileError, sourceId, text, totpName } from './shared'
 
 const SHAPE = 'a Keycloak realm export, or a users file of one ({ "realm": …, "users": […] })'
 
@@ -40,7 +40,7 @@ function readUser(user: Record<string, unknown>, realm: string, options: SourceO
 		emailVerified: flag(user, 'emailVerified') ?? false,
 		name: [firstName, lastName].filter(Boolean).join(' ') || undefined,
 		status: flag(user, 'enabled') === false ? 'deactivated' : 'active',
-		createdAt: typeof user.createdTimestamp === 'number' ? new Date(user.createdTimestamp).toISOString() : undefined,
+		createdAt: date(user, 'createdTimestamp'),
 		metadata: defined({ username, firstName, lastName, attributes: attributes && Object.keys(attributes).length > 0 ? attributes : undefined }),
 		appMetadata: defined({
 			roles: realmRoles.length > 0 ? realmRoles : undefined,

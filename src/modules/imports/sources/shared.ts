@@ -194,7 +194,9 @@ export function providerName(source: string, options: SourceOptions): string {
 		.replace(/[^a-z0-9-]+/g, '-')
 		.replace(/-{2,}/g, '-')
 		.replace(/^-+|-+$/g, '')
-	const renamed = options.providers[source] ?? options.providers[normalised]
+	// Own members only: a provider called `constructor` is not a rename.
+	const renames = options.providers
+	const renamed = Object.hasOwn(renames, source) ? renames[source] : Object.hasOwn(renames, normalised) ? renames[normalised] : undefined
 	if (renamed !== undefined) {
 		if (!PROVIDER_NAME.test(renamed)) throw new LineError(`--provider ${quoted(source)}=${quoted(renamed)} is not a name OIDC_PROVIDERS takes (a-z, 0-9 and -, a letter first, at most 32)`)
 		return renamed

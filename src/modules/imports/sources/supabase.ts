@@ -34,7 +34,9 @@ function byUser(rows: unknown, table: string): Map<string, Record<string, unknow
 		const userId = row?.user_id
 		if (!row || typeof userId !== 'string') continue
 		const key = userId.toLowerCase()
-		grouped.set(key, [...(grouped.get(key) ?? []), row])
+		const rowsOfUser = grouped.get(key)
+		if (rowsOfUser) rowsOfUser.push(row)
+		else grouped.set(key, [row])
 	}
 	return grouped
 }
