@@ -17,6 +17,7 @@ import { readAuth0 } from '../src/modules/imports/sources/auth0'
 import { readBetterAuth } from '../src/modules/imports/sources/better-auth'
 import { readFirebase } from '../src/modules/imports/sources/firebase'
 import { readKeycloak } from '../src/modules/imports/sources/keycloak'
+import { jsonListItems, newOutline, ROOT } from '../src/modules/imports/sources/json-lists'
 import { SourceFileError } from '../src/modules/imports/sources/shared'
 import { readSupabase } from '../src/modules/imports/sources/supabase'
 import { FIREBASE_SAMPLE, PASSWORDS } from './fixtures/imports/passwords'
@@ -178,8 +179,10 @@ describe('Supabase: auth.users, auth.identities and auth.mfa_factors rows', () =
 	})
 
 	test('a file that is not a Supabase export is refused as a whole, saying what was expected', async () => {
-		await expect(read(readSupabase, asFile('not json'))).rejects.toThrow(new SourceFileError('the file is not JSON; expected a JSON array of auth.users rows, or { "users": […], "identities": […], "mfa_factors": […] }'))
-		await expect(read(readSupabase, asFile({ rows: [] }))).rejects.toBeInstanceOf(SourceFileError)
+		const expected = 'expected a JSON array of auth.users rows, or { "users": […], "identities": […], "mfa_factors": […] }'
+		await expect(read(readSupabase, asFile('not json'))).rejects.toThrow(new SourceFileError(`the file is not one JSON document (it begins with neither [ nor {); ${expected}`))
+		await expect(read(readSupabase, asFile({ rows: [] }))).rejects.toThrow(new SourceFileError(`not a Supabase export: ${expected}`))
+		await expect(read(readSupabase, asFile({ users: [], identities: {} }))).rejects.toThrow(new SourceFileError('not a Supabase export: identities is not a list of rows'))
 	})
 })
 
@@ -527,5 +530,100 @@ describe('Better Auth: rows of its user and account tables', () => {
 
 	test('a file without a user list is refused as a whole', async () => {
 		await expect(read(readBetterAuth, asFile({ users_table: [] }))).rejects.toThrow(new SourceFileError('not a Better Auth export: expected { "user": [rows of the user table], "account": [rows of the account table] }'))
+	})
+})
+
+describe('the JSON exports are streamed: each user list item cut out and parsed alone', () => {
+	const items = async (file: Blob, wanted: string[], maxItemChars?: number) => {
+		const outline = newOutline()
+		const found: Array<{ list: string; index: number; value?: unknown; error?: string }> = []
+		for await (const item of jsonListItems(file, new Set(wanted), outline, 'a test document', maxItemChars)) found.push(item.error ? { list: item.list, index: item.index, error: item.error.message } : item)
+		return { found, outline: { root: outline.root, members: [...outline.members], lists: [...outline.lists] } }
+	}
+
+	test('strings holding brackets, quotes and escapes, nested lists, scalars before and after: the wanted list’s items, in order, each as JSON.parse reads it', async () => {
+		const document = '\uFEFF { "realm" : "a]}\\"[{", "meta": {"a": [1, [2, {"b": "}"}]], "c": "\\\\"}, "users": [ {"x": "}\\\\", "y": ["]"]}, "a string item" , 42,null, [1,[2]], {"z": "\\u005d\\""} ], "n": -1.5e3, "t": true, "empty": [] }\n'
+		const { found, outline } = await items(asFile(document), ['users'])
+		expect(found).toEqual([
+			{ list: 'users', index: 1, value: { x: '}\\', y: [']'] } },
+			{ list: 'users', index: 2, value: 'a string item' },
+			{ list: 'users', index: 3, value: 42 },
+			{ list: 'users', index: 4, value: null },
+			{ list: 'users', index: 5, value: [1, [2]] },
+			{ list: 'users', index: 6, value: { z: ']"' } },
+		])
+		expect(outline).toEqual({ root: 'object', members: ['realm', 'meta', 'users', 'n', 't', 'empty'], lists: ['users', 'empty'] })
+		expect((await items(asFile('[{"a":1},{"b":[2]}]'), [ROOT])).found).toEqual([
+			{ list: ROOT, index: 1, value: { a: 1 } },
+			{ list: ROOT, index: 2, value: { b: [2] } },
+		])
+	})
+
+	test('a file on disk, read in chunks: items cut at any place across chunk edges come out whole', async () => {
+		// Strings of every troublesome character at every length, so that chunk edges fall everywhere in them.
+		const alphabet = ['"', '\\', ']', '}', '[', '{', ',', 'é', '😀', 'a', '\n']
+		const users = Array.from({ length: 300 }, (_, n) => ({ n, text: Array.from({ length: 1000 + n * 37 }, (_, k) => alphabet[(k * 7 + n) % alphabet.length]).join(''), list: [[n], { deep: [n] }] }))
+		const path = join(tmpdir(), `latchkey-json-lists-${crypto.randomUUID()}.json`)
+		await Bun.write(path, JSON.stringify({ users, after: 'x' }))
+		try {
+			const { found } = await items(Bun.file(path), ['users'])
+			expect(found.map((item) => item.value)).toEqual(users)
+			expect(found.map((item) => item.index)).toEqual(users.map((_, n) => n + 1))
+		} finally {
+			await rm(path, { force: true })
+		}
+	})
+
+	test('cut into two chunks at every byte, or into single bytes, a document with escapes, brackets in strings and multi-byte characters reads the same', async () => {
+		const document = '{"a": "\\\\", "users": [{"s": "x\\\\\\"]}\\\\"}, "é😀\\"", [{"k": "\\\\"}], 7], "b": ["\\\\"]}'
+		const bytes = new TextEncoder().encode(document)
+		const chunked = (...parts: Uint8Array<ArrayBuffer>[]) => ({
+			stream: () =>
+				new ReadableStream<Uint8Array<ArrayBuffer>>({
+					start(controller) {
+						for (const part of parts) controller.enqueue(part)
+						controller.close()
+					},
+				}),
+		})
+		const whole = (await items(asFile(document), ['users'])).found
+		expect(whole.map((item) => item.value)).toEqual(JSON.parse(document).users)
+		for (let cut = 1; cut < bytes.length; cut++) {
+			const outline = newOutline()
+			const found = []
+			for await (const item of jsonListItems(chunked(bytes.slice(0, cut), bytes.slice(cut)), new Set(['users']), outline, 'a test document')) found.push(item)
+			expect(found).toEqual(whole as never)
+		}
+		const found = []
+		for await (const item of jsonListItems(chunked(...Array.from(bytes, (byte) => Uint8Array.of(byte))), new Set(['users']), newOutline(), 'a test document')) found.push(item)
+		expect(found).toEqual(whole as never)
+	})
+
+	test('an item that is not JSON, or too long, fails alone; the items around it are read', async () => {
+		const { found } = await items(asFile(`{"users": [{"a": 1}, {bad}, {"long": "${'x'.repeat(200)}"}, {"b": 2}]}`), ['users'], 100)
+		expect(found).toEqual([
+			{ list: 'users', index: 1, value: { a: 1 } },
+			{ list: 'users', index: 2, error: 'is not JSON' },
+			{ list: 'users', index: 3, error: 'is longer than 100 characters' },
+			{ list: 'users', index: 4, value: { b: 2 } },
+		])
+	})
+
+	test('a file that is not one JSON document is refused before a single user is read: cut short, text after it, a missing comma, empty', async () => {
+		const whole = await fixture('firebase-users.json').text()
+		const broken: Array<[string, string]> = [
+			[whole.slice(0, Math.floor(whole.length * 0.8)), 'it ends before the document does'],
+			[`${whole}{}`, 'text follows the document'],
+			[whole.replace('"users": [', '"kind": "x" "users": ['), 'a comma or } is missing between members'],
+			['', 'it is empty'],
+		]
+		for (const [text, why] of broken) {
+			const lines: SourceLine[] = []
+			const reading = (async () => {
+				for await (const line of readFirebase(asFile(text), { providers: {}, firebase: FIREBASE_PROJECT })) lines.push(line)
+			})()
+			await expect(reading).rejects.toThrow(new SourceFileError(`the file is not one JSON document (${why}); expected the JSON of firebase auth:export ({ "users": […] })`))
+			expect(lines).toEqual([])
+		}
 	})
 })

@@ -6,7 +6,8 @@
  */
 import { readStoredHash, importedHash } from '../../auth/hash-schemes'
 import type { ImportSource, ImportUser, SourceOptions } from '../model'
-import { compact, date, defined, flag, LineError, object, providerName, readItems, readJson, record, requireEmail, SourceFileError, sourceId, text } from './shared'
+import { jsonListItems, newOutline } from './json-lists'
+import { compact, date, defined, flag, LineError, object, providerName, readItems, record, requireEmail, SourceFileError, sourceId, text } from './shared'
 
 const SHAPE = '{ "user": [rows of the user table], "account": [rows of the account table] }'
 
@@ -18,21 +19,21 @@ const column = (row: Record<string, unknown>, name: string) => (name in row ? na
 const camel = (name: string) => name.replace(/_([a-z])/g, (_, letter: string) => letter.toUpperCase())
 
 export const readBetterAuth: ImportSource = async function* (file, options) {
-	const document = object(await readJson(file, SHAPE))
-	const users = document?.user ?? document?.users
-	const accountRows = document?.account ?? document?.accounts ?? []
-	if (!Array.isArray(users) || !Array.isArray(accountRows)) throw new SourceFileError(`not a Better Auth export: expected ${SHAPE}`)
+	// A first scan checks the whole document and gathers the accounts by user; the second reads the users.
+	const outline = newOutline()
 	const accounts = new Map<string, Record<string, unknown>[]>()
-	for (const value of accountRows) {
-		const account = object(value)
-		if (!account) continue
-		const userId = account[column(account, 'userId')]
-		if (typeof userId !== 'string' && typeof userId !== 'number') continue
+	for await (const item of jsonListItems(file, new Set(['account', 'accounts']), outline, SHAPE)) {
+		const account = item.error ? undefined : object(item.value)
+		const userId = account?.[column(account, 'userId')]
+		if (!account || (typeof userId !== 'string' && typeof userId !== 'number')) continue
 		const ofUser = accounts.get(String(userId))
 		if (ofUser) ofUser.push(account)
 		else accounts.set(String(userId), [account])
 	}
-	yield* readItems(users, (value) => {
+	const users = outline.lists.has('user') ? 'user' : outline.lists.has('users') ? 'users' : undefined
+	const accountsNotRows = ['account', 'accounts'].some((table) => outline.members.has(table) && !outline.lists.has(table))
+	if (outline.root !== 'object' || users === undefined || accountsNotRows) throw new SourceFileError(`not a Better Auth export: expected ${SHAPE}`)
+	yield* readItems(jsonListItems(file, new Set([users]), newOutline(), SHAPE), (value) => {
 		const row = record(value)
 		return readUser(row, accounts.get(String(row.id)) ?? [], options)
 	})

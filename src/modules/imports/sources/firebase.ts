@@ -4,7 +4,8 @@
  */
 import { importedHash } from '../../auth/hash-schemes'
 import type { ImportSource, ImportUser, SourceOptions } from '../model'
-import { compact, date, defined, flag, LineError, list, object, providerName, quoted, readItems, readJson, record, requireEmail, SourceFileError, sourceId, text } from './shared'
+import { jsonListItems, newOutline } from './json-lists'
+import { compact, date, defined, flag, LineError, list, object, providerName, quoted, readItems, record, requireEmail, SourceFileError, sourceId, text } from './shared'
 
 const SHAPE = 'the JSON of firebase auth:export ({ "users": […] })'
 
@@ -12,9 +13,11 @@ const SHAPE = 'the JSON of firebase auth:export ({ "users": […] })'
 const OWN_PROVIDERS = new Set(['password', 'phone'])
 
 export const readFirebase: ImportSource = async function* (file, options) {
-	const document = object(await readJson(file, SHAPE))
-	if (!document || !Array.isArray(document.users)) throw new SourceFileError(`not a Firebase export: expected ${SHAPE}`)
-	yield* readItems(document.users, (value) => readUser(record(value), options))
+	// A first scan checks the whole document; the second reads the users.
+	const outline = newOutline()
+	for await (const _ of jsonListItems(file, new Set(), outline, SHAPE));
+	if (outline.root !== 'object' || !outline.lists.has('users')) throw new SourceFileError(`not a Firebase export: expected ${SHAPE}`)
+	yield* readItems(jsonListItems(file, new Set(['users']), newOutline(), SHAPE), (value) => readUser(record(value), options))
 }
 
 function readUser(user: Record<string, unknown>, options: SourceOptions): ImportUser {

@@ -6,21 +6,24 @@
 import { Secret } from 'otpauth'
 import { importedHash } from '../../auth/hash-schemes'
 import type { ImportSource, ImportUser, SourceOptions } from '../model'
-import { compact, date, defined, flag, LineError, list, object, objectMember, providerName, quoted, readItems, readJson, record, requireEmail, SourceFileError, sourceId, text, totpName } from './shared'
+import { jsonListItems, newOutline } from './json-lists'
+import { compact, date, defined, flag, LineError, list, object, objectMember, providerName, quoted, readItems, record, requireEmail, SourceFileError, sourceId, text, totpName } from './shared'
 
 const SHAPE = 'a Keycloak realm export, or a users file of one ({ "realm": …, "users": […] })'
 
-/** Realm roles every user has: Keycloak's defaults, which say nothing about the user. */
+/** Realm roles every user has (with `default-roles-<realm>`): Keycloak's defaults, which say nothing about the user. */
 const BUILT_IN_ROLES = new Set(['offline_access', 'uma_authorization'])
 
 export const readKeycloak: ImportSource = async function* (file, options) {
-	const document = object(await readJson(file, SHAPE))
-	if (!document || !Array.isArray(document.users)) throw new SourceFileError(`not a Keycloak export: expected ${SHAPE} (was the realm exported with --users realm_file, same_file or different_files?)`)
-	const realm = typeof document.realm === 'string' ? document.realm : ''
-	yield* readItems(document.users, (value) => readUser(record(value), realm, options))
+	// A first scan checks the whole document (a realm export is mostly the realm's settings, skipped); the second reads the users.
+	const outline = newOutline()
+	for await (const _ of jsonListItems(file, new Set(), outline, SHAPE));
+	if (outline.root !== 'object' || !outline.lists.has('users'))
+		throw new SourceFileError(`not a Keycloak export: expected ${SHAPE} (was the realm exported with --users realm_file, same_file or different_files?)`)
+	yield* readItems(jsonListItems(file, new Set(['users']), newOutline(), SHAPE), (value) => readUser(record(value), options))
 }
 
-function readUser(user: Record<string, unknown>, realm: string, options: SourceOptions): ImportUser {
+function readUser(user: Record<string, unknown>, options: SourceOptions): ImportUser {
 	const client = text(user, 'serviceAccountClientId')
 	if (client) throw new LineError(`is the service account of the client ${quoted(client)}, not a person: leave it out of the file`)
 	const { id, importedFrom } = sourceId('keycloak', user.id)
@@ -31,7 +34,7 @@ function readUser(user: Record<string, unknown>, realm: string, options: SourceO
 		if (!credential) throw new LineError('a credential is not a JSON object')
 		return credential
 	})
-	const realmRoles = list(user, 'realmRoles').filter((role): role is string => typeof role === 'string' && !BUILT_IN_ROLES.has(role) && role !== `default-roles-${realm.toLowerCase()}`)
+	const realmRoles = list(user, 'realmRoles').filter((role): role is string => typeof role === 'string' && !BUILT_IN_ROLES.has(role) && !role.startsWith('default-roles-'))
 	const groups = list(user, 'groups').filter((group) => typeof group === 'string')
 	const clientRoles = objectMember(user, 'clientRoles')
 	return compact({

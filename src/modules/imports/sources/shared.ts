@@ -19,32 +19,20 @@ export class SourceFileError extends Error {}
 export const quoted = (value: string) => JSON.stringify(value.length > 64 ? `${value.slice(0, 61)}…` : value)
 
 /**
- * Each item read in turn into a line: `read` returns the user or throws a LineError saying why not. Any other
- * exception (a bug, or an item hostile enough to break the reader) becomes a plain reason too — never its message,
- * which might quote a hash — so that one item never stops the others.
+ * Each item of a list read in turn into a line — `read` returns the user or throws a LineError saying why not —
+ * the line being the item's place in the list. Any other exception (a bug, or an item hostile enough to break the
+ * reader) becomes a plain reason too — never its message, which might quote a hash — so that one item never stops
+ * the others.
  */
-export function* readItems<T>(items: Iterable<T>, read: (item: T, line: number) => ImportUser, firstLine = 1): Generator<SourceLine> {
-	let line = firstLine
-	for (const item of items) {
-		yield readOne(item, line, read)
-		line++
-	}
+export async function* readItems(items: AsyncIterable<{ index: number; value?: unknown; error?: LineError }>, read: (value: unknown) => ImportUser): AsyncGenerator<SourceLine> {
+	for await (const item of items) yield item.error ? { line: item.index, error: item.error.message } : readOne(item.value, item.index, read)
 }
 
-export function readOne<T>(item: T, line: number, read: (item: T, line: number) => ImportUser): SourceLine {
+export function readOne(item: unknown, line: number, read: (item: unknown) => ImportUser): SourceLine {
 	try {
-		return { line, user: read(item, line) }
+		return { line, user: read(item) }
 	} catch (error) {
 		return { line, error: error instanceof LineError ? error.message : 'could not be read' }
-	}
-}
-
-/** The whole file as JSON (the services' JSON exports are one document; NDJSON sources stream instead). */
-export async function readJson(file: Blob, what: string): Promise<unknown> {
-	try {
-		return JSON.parse(await file.text())
-	} catch {
-		throw new SourceFileError(`the file is not JSON; expected ${what}`)
 	}
 }
 

@@ -5,7 +5,8 @@
  */
 import { readStoredHash } from '../../auth/hash-schemes'
 import type { ImportSource, ImportUser, SourceOptions } from '../model'
-import { compact, date, defined, LineError, object, objectMember, providerName, quoted, readItems, readJson, record, requireEmail, SourceFileError, sourceId, text, totpName } from './shared'
+import { jsonListItems, newOutline, ROOT } from './json-lists'
+import { compact, date, defined, LineError, object, objectMember, providerName, quoted, readItems, record, requireEmail, SourceFileError, sourceId, text, totpName } from './shared'
 
 const SHAPE = 'a JSON array of auth.users rows, or { "users": […], "identities": […], "mfa_factors": […] }'
 
@@ -16,29 +17,30 @@ const BOOKKEEPING = new Set(['provider', 'providers'])
 const OWN_PROVIDERS = new Set(['email', 'phone'])
 
 export const readSupabase: ImportSource = async function* (file, options) {
-	const document = await readJson(file, SHAPE)
-	const tables = Array.isArray(document) ? { users: document } : object(document)
-	if (!tables || !Array.isArray(tables.users)) throw new SourceFileError(`not a Supabase export: expected ${SHAPE}`)
-	const identities = byUser(tables.identities, 'identities')
-	const factors = byUser(tables.mfa_factors, 'mfa_factors')
-	yield* readItems(tables.users, (row) => readUser(record(row), identities, factors, options))
+	// A first scan checks the whole document and gathers the identities and factors by user; the second reads the users.
+	const outline = newOutline()
+	const identities = new Map<string, Record<string, unknown>[]>()
+	const factors = new Map<string, Record<string, unknown>[]>()
+	for await (const item of jsonListItems(file, new Set(['identities', 'mfa_factors']), outline, SHAPE)) {
+		if (!item.error) addByUser(item.list === 'identities' ? identities : factors, item.value)
+	}
+	const users = outline.root === 'array' ? ROOT : outline.lists.has('users') ? 'users' : undefined
+	if (users === undefined) throw new SourceFileError(`not a Supabase export: expected ${SHAPE}`)
+	for (const table of ['identities', 'mfa_factors']) {
+		if (outline.members.has(table) && !outline.lists.has(table)) throw new SourceFileError(`not a Supabase export: ${table} is not a list of rows`)
+	}
+	yield* readItems(jsonListItems(file, new Set([users]), newOutline(), SHAPE), (row) => readUser(record(row), identities, factors, options))
 }
 
-/** The rows of a table by their user_id (rows of no user, or not objects, are left out). */
-function byUser(rows: unknown, table: string): Map<string, Record<string, unknown>[]> {
-	const grouped = new Map<string, Record<string, unknown>[]>()
-	if (rows === undefined || rows === null) return grouped
-	if (!Array.isArray(rows)) throw new SourceFileError(`not a Supabase export: ${table} is not a list of rows`)
-	for (const value of rows) {
-		const row = object(value)
-		const userId = row?.user_id
-		if (!row || typeof userId !== 'string') continue
-		const key = userId.toLowerCase()
-		const rowsOfUser = grouped.get(key)
-		if (rowsOfUser) rowsOfUser.push(row)
-		else grouped.set(key, [row])
-	}
-	return grouped
+/** A row kept under its user_id (a row of no user, or not an object, is left out). */
+function addByUser(grouped: Map<string, Record<string, unknown>[]>, value: unknown) {
+	const row = object(value)
+	const userId = row?.user_id
+	if (!row || typeof userId !== 'string') return
+	const key = userId.toLowerCase()
+	const rowsOfUser = grouped.get(key)
+	if (rowsOfUser) rowsOfUser.push(row)
+	else grouped.set(key, [row])
 }
 
 function readUser(row: Record<string, unknown>, identities: Map<string, Record<string, unknown>[]>, factors: Map<string, Record<string, unknown>[]>, options: SourceOptions): ImportUser {
