@@ -1,7 +1,7 @@
 /**
- * What the readers of other services' exports share (docs/guides/migrating/): reading the file, turning one item
- * into a line or a reason, the source's id, provider names and dates. Each reader (./supabase.ts, …) says only
- * what its service's fields mean.
+ * What the readers of other services' exports share (docs/guides/migrating/): NDJSON lines (JSON documents'
+ * lists are ./json-lists.ts), turning one item into a line or a reason, the source's id, provider names and dates.
+ * Each reader (./supabase.ts, …) says only what its service's fields mean.
  */
 import { UUID } from '../../../http/ids'
 import type { ImportUser, SourceLine, SourceName, SourceOptions } from '../model'
