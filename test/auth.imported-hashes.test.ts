@@ -2,7 +2,7 @@
  * Users imported from another service keep the password hash that service made (API.md, "Metadata, import and
  * export"): they sign in with their old password, and the hash is then replaced by argon2id. Each hash here is
  * made by the library that service itself uses — bcryptjs for GoTrue/Auth0's bcrypt, @noble/hashes for Better
- * Auth's scrypt and argon2i, Firebase's published sample vector and the firebase-scrypt package, node:crypto's
+ * Auth's scrypt, argon2i and Keycloak's argon2 (BouncyCastle's there), Firebase's published sample vector and the firebase-scrypt package, node:crypto's
  * pbkdf2 for Keycloak's and Django's PBKDF2 — and written into users.password_hash as the import will write it.
  * Work, not time, is asserted (no timed assertions): the cost classes a login hands to the hashing pool.
  */
@@ -63,9 +63,10 @@ const firebaseStored = (config: FirebaseConfig, salt: string, hash: string) =>
 	`$firebase-scrypt$r=${config.rounds},m=${config.memCost}$${config.signerKey}$${config.saltSeparator}$${salt}$${hash}`
 
 /** A Keycloak realm export's password credential, as `users[].credentials[]` holds it (Pbkdf2PasswordHashProvider). */
-function keycloakCredential(password: string, algorithm: 'pbkdf2-sha256' | 'pbkdf2-sha512', hashIterations: number) {
+function keycloakCredential(password: string, algorithm: 'pbkdf2' | 'pbkdf2-sha256' | 'pbkdf2-sha512', hashIterations: number) {
 	const salt = randomBytes(16)
-	const value = pbkdf2Sync(password, salt, hashIterations, 64, algorithm === 'pbkdf2-sha512' ? 'sha512' : 'sha256') // 512-bit key, Keycloak's default
+	const digest = { pbkdf2: 'sha1', 'pbkdf2-sha256': 'sha256', 'pbkdf2-sha512': 'sha512' }[algorithm] // Keycloak's `pbkdf2` is PBKDF2WithHmacSHA1
+	const value = pbkdf2Sync(password, salt, hashIterations, 64, digest) // 512-bit key, Keycloak's default
 	return {
 		type: 'password',
 		createdDate: 1732000000000,
@@ -73,8 +74,27 @@ function keycloakCredential(password: string, algorithm: 'pbkdf2-sha256' | 'pbkd
 		credentialData: JSON.stringify({ hashIterations, algorithm, additionalParameters: {} }),
 	}
 }
+/**
+ * A Keycloak argon2 credential (Argon2PasswordHashProvider, the default since Keycloak 24 outside FIPS mode): the key of
+ * BouncyCastle's argon2 made here with @noble/hashes, the passes in hashIterations, the rest in additionalParameters.
+ */
+function keycloakArgon2Credential(password: string, type: 'id' | 'i' = 'id', memory = 7168, iterations = 5, parallelism = 1) {
+	const salt = randomBytes(16)
+	const value = (type === 'i' ? argon2i : argon2id)(password, salt, { m: memory, t: iterations, p: parallelism, dkLen: 32 })
+	return {
+		type: 'password',
+		createdDate: 1732000000000,
+		secretData: JSON.stringify({ value: b64(value), salt: b64(salt), additionalParameters: {} }),
+		credentialData: JSON.stringify({
+			hashIterations: iterations,
+			algorithm: 'argon2',
+			additionalParameters: { hashLength: ['32'], memory: [String(memory)], type: [type], version: ['1.3'], parallelism: [String(parallelism)] },
+		}),
+	}
+}
+
 /** What the import writes for such a credential. */
-function keycloakStored(credential: ReturnType<typeof keycloakCredential>): string {
+function keycloakStored(credential: { secretData: string; credentialData: string }): string {
 	const stored = importedHash.keycloak(credential)
 	if (!stored) throw new Error('importedHash.keycloak refused a credential Keycloak writes')
 	return stored
@@ -149,6 +169,9 @@ describe('an imported user signs in with the old password, and the hash becomes 
 		],
 		['Keycloak pbkdf2-sha256 (27,500 iterations, a realm export credential)', async () => ({ hash: keycloakStored(keycloakCredential(OLD_PASSWORD, 'pbkdf2-sha256', 27_500)), password: OLD_PASSWORD })],
 		['Keycloak pbkdf2-sha512 (210,000 iterations, a realm export credential)', async () => ({ hash: keycloakStored(keycloakCredential(OLD_PASSWORD, 'pbkdf2-sha512', 210_000)), password: OLD_PASSWORD })],
+		['Keycloak pbkdf2 (HMAC-SHA1, 27,500 iterations, a realm export credential)', async () => ({ hash: keycloakStored(keycloakCredential(OLD_PASSWORD, 'pbkdf2', 27_500)), password: OLD_PASSWORD })],
+		["Keycloak argon2 (argon2id, Keycloak 24's defaults m=7168 t=5 p=1, a realm export credential)", async () => ({ hash: keycloakStored(keycloakArgon2Credential(OLD_PASSWORD)), password: OLD_PASSWORD })],
+		['Keycloak argon2 (argon2i, two lanes, a realm export credential)', async () => ({ hash: keycloakStored(keycloakArgon2Credential(OLD_PASSWORD, 'i', 1024, 2, 2)), password: OLD_PASSWORD })],
 		['Django pbkdf2_sha256 (1,000,000 iterations)', async () => ({ hash: djangoHash(OLD_PASSWORD), password: OLD_PASSWORD })],
 		['argon2i (PHC string)', async () => ({ hash: argon2Phc('argon2i', OLD_PASSWORD, 1024, 2, 1), password: OLD_PASSWORD })],
 		['argon2id with two lanes (PHC string)', async () => ({ hash: argon2Phc('argon2id', OLD_PASSWORD, 1024, 2, 2), password: OLD_PASSWORD })],
@@ -217,9 +240,14 @@ describe('an imported user signs in with the old password, and the hash becomes 
 	})
 })
 
-test('importedHash refuses what it cannot read: another Keycloak algorithm, broken JSON, a Better Auth hash that is not hex', () => {
+test('importedHash refuses what it cannot read: another Keycloak algorithm, an argon2 credential without its parameters or in argon2d, broken JSON, a Better Auth hash that is not hex', () => {
 	const credential = keycloakCredential(OLD_PASSWORD, 'pbkdf2-sha256', 1000)
-	expect(importedHash.keycloak({ ...credential, credentialData: JSON.stringify({ hashIterations: 1000, algorithm: 'argon2' }) })).toBeUndefined()
+	expect(importedHash.keycloak({ ...credential, credentialData: JSON.stringify({ hashIterations: 1000, algorithm: 'bcrypt' }) })).toBeUndefined()
+	// An argon2 credential without its parameters, or in the argon2d variant Latchkey does not verify.
+	expect(importedHash.keycloak({ ...credential, credentialData: JSON.stringify({ hashIterations: 5, algorithm: 'argon2' }) })).toBeUndefined()
+	const argon2d = keycloakArgon2Credential(OLD_PASSWORD)
+	expect(importedHash.keycloak({ ...argon2d, credentialData: argon2d.credentialData.replace('["id"]', '["d"]') })).toBeUndefined()
+	expect(importedHash.keycloak(argon2d)).toStartWith('$argon2id$v=19$m=7168,t=5,p=1$')
 	expect(importedHash.keycloak({ ...credential, secretData: '{not json' })).toBeUndefined()
 	expect(importedHash.betterAuth('zz:zz')).toBeUndefined()
 	expect(importedHash.firebase({ ...FIREBASE_SAMPLE, memCost: 40 }, { salt: FIREBASE_SAMPLE.salt, passwordHash: FIREBASE_SAMPLE.hash })).toBeUndefined()

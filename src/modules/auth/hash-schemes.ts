@@ -6,7 +6,8 @@
  * - `$2a$`/`$2b$`/`$2y$NN$…`: bcrypt as written (GoTrue/Supabase, Auth0), verified with bcryptjs.
  * - `$better-auth-scrypt$SALT:KEY`: Better Auth's `salt:key` (hex) behind a prefix.
  * - `$firebase-scrypt$r=ROUNDS,m=MEMCOST$SIGNER_KEY$SALT_SEPARATOR$SALT$HASH` (base64): Firebase's modified scrypt.
- * - `$pbkdf2-sha256$i=ITERATIONS$SALT$KEY` / `$pbkdf2-sha512$…` (base64): a Keycloak credential.
+ * - `$pbkdf2-sha256$i=ITERATIONS$SALT$KEY` / `$pbkdf2-sha512$…` / `$pbkdf2-sha1$…` (base64): a Keycloak credential
+ *   (Keycloak's argon2 credentials become argon2 PHC strings).
  * - `pbkdf2_sha256$ITERATIONS$SALT$HASH`: Django's own string, as it is.
  *
  * Only maintained primitives verify (Bun.password, bcryptjs, node:crypto's scrypt, pbkdf2 and AES), and
@@ -163,8 +164,10 @@ function readFirebase(hash: string, caps: HashCostCaps): ReadHash {
 }
 
 /** PBKDF2's cost class: the digest, the iterations, and the number of blocks the key takes (each costs the iterations again). */
-const pbkdf2Class = (digest: 'sha256' | 'sha512', iterations: number, keyBytes: number) =>
-	`pbkdf2-${digest}:i=${iterations},blocks=${Math.ceil(keyBytes / (digest === 'sha256' ? 32 : 64))}`
+type Pbkdf2Digest = 'sha1' | 'sha256' | 'sha512'
+const PBKDF2_BLOCK_BYTES: Record<Pbkdf2Digest, number> = { sha1: 20, sha256: 32, sha512: 64 }
+const pbkdf2Class = (digest: Pbkdf2Digest, iterations: number, keyBytes: number) =>
+	`pbkdf2-${digest}:i=${iterations},blocks=${Math.ceil(keyBytes / PBKDF2_BLOCK_BYTES[digest])}`
 
 function pbkdf2Check(iterations: number, key: Buffer, scheme: string, caps: HashCostCaps): ReadHash | undefined {
 	if (iterations < 1 || key.length < MIN_KEY_BYTES || key.length > 128) return refused(scheme, 'malformed')
@@ -173,10 +176,10 @@ function pbkdf2Check(iterations: number, key: Buffer, scheme: string, caps: Hash
 }
 
 function readKeycloakPbkdf2(hash: string, caps: HashCostCaps): ReadHash {
-	const match = new RegExp(`^\\$pbkdf2-(sha256|sha512)\\$i=(\\d{1,9})\\$(${B64})\\$(${B64})$`).exec(hash)
+	const match = new RegExp(`^\\$pbkdf2-(sha1|sha256|sha512)\\$i=(\\d{1,9})\\$(${B64})\\$(${B64})$`).exec(hash)
 	if (!match) return refused('pbkdf2', 'malformed')
 	const [, digestName, i, saltText = '', keyText = ''] = match
-	const digest = digestName === 'sha512' ? 'sha512' : 'sha256'
+	const digest: Pbkdf2Digest = digestName === 'sha512' ? 'sha512' : digestName === 'sha1' ? 'sha1' : 'sha256'
 	const [iterations, salt, key] = [Number(i), decodeB64(saltText), decodeB64(keyText)]
 	const problem = pbkdf2Check(iterations, key, `pbkdf2-${digest}`, caps)
 	if (problem) return problem
@@ -221,17 +224,41 @@ export const importedHash = {
 	/** Firebase's `auth:export` passwordHash and salt, with the project's hash parameters as `auth:import` takes them (base64). */
 	firebase: (project: { signerKey: string; saltSeparator: string; rounds: number; memCost: number }, user: { passwordHash: string; salt: string }) =>
 		readable(`$firebase-scrypt$r=${project.rounds},m=${project.memCost}$${project.signerKey}$${project.saltSeparator}$${user.salt}$${user.passwordHash}`),
-	/** A Keycloak realm export's password credential: its `secretData` and `credentialData` (JSON text). */
+	/**
+	 * A Keycloak realm export's password credential: its `secretData` and `credentialData` (JSON text). Keycloak's
+	 * algorithms: `pbkdf2-sha256`, `pbkdf2-sha512`, `pbkdf2` (HMAC-SHA1), and `argon2` (the default since Keycloak 24
+	 * outside FIPS mode: BouncyCastle's argon2 with `type`, `version`, `memory`, `parallelism` in additionalParameters and
+	 * the passes in hashIterations), which becomes the PHC string any argon2 library reads.
+	 */
 	keycloak: (credential: { secretData: string; credentialData: string }) => {
 		try {
 			const secret = JSON.parse(credential.secretData) as { value?: unknown; salt?: unknown }
-			const data = JSON.parse(credential.credentialData) as { hashIterations?: unknown; algorithm?: unknown }
+			const data = JSON.parse(credential.credentialData) as { hashIterations?: unknown; algorithm?: unknown; additionalParameters?: unknown }
 			if (typeof secret.value !== 'string' || typeof secret.salt !== 'string' || typeof data.hashIterations !== 'number') return undefined
-			if (data.algorithm !== 'pbkdf2-sha256' && data.algorithm !== 'pbkdf2-sha512') return undefined
-			return readable(`$${data.algorithm}$i=${data.hashIterations}$${secret.salt}$${secret.value}`)
+			if (data.algorithm === 'argon2') return keycloakArgon2(secret.value, secret.salt, data.hashIterations, data.additionalParameters)
+			const algorithm = data.algorithm === 'pbkdf2' ? 'pbkdf2-sha1' : data.algorithm
+			if (algorithm !== 'pbkdf2-sha1' && algorithm !== 'pbkdf2-sha256' && algorithm !== 'pbkdf2-sha512') return undefined
+			return readable(`$${algorithm}$i=${data.hashIterations}$${secret.salt}$${secret.value}`)
 		} catch {
 			return undefined
 		}
 	},
+}
+
+/** Keycloak's argon2 credential as a PHC string (argon2id or argon2i; Keycloak's argon2d is not read here). */
+function keycloakArgon2(value: string, salt: string, passes: number, parameters: unknown): string | undefined {
+	// Keycloak writes each additional parameter as a list of strings: { "memory": ["7168"], … }.
+	const first = (name: string) => {
+		const values = typeof parameters === 'object' && parameters !== null ? (parameters as Record<string, unknown>)[name] : undefined
+		return Array.isArray(values) && typeof values[0] === 'string' ? values[0] : undefined
+	}
+	const type = first('type') ?? 'id'
+	const variant = type === 'id' ? 'argon2id' : type === 'i' ? 'argon2i' : undefined
+	const versionName = first('version') ?? '1.3'
+	const version = versionName === '1.3' ? 19 : versionName === '1.0' ? 16 : undefined
+	const [memory, lanes] = [first('memory') ?? '', first('parallelism') ?? '']
+	if (!variant || !version || !/^\d{1,10}$/.test(memory) || !/^\d{1,3}$/.test(lanes)) return undefined
+	const noPad = (text: string) => b64NoPad(decodeB64(text))
+	return readable(`$${variant}$v=${version}$m=${Number(memory)},t=${passes},p=${Number(lanes)}$${noPad(salt)}$${noPad(value)}`)
 }
 const readable = (hash: string) => (readStoredHash(hash).ok ? hash : undefined)
