@@ -1,3 +1,4 @@
+import { TypeCompiler } from '@sinclair/typebox/compiler'
 import { t } from 'elysia'
 import { UUID_PATTERN } from '../../http/ids'
 
@@ -45,6 +46,21 @@ export namespace ImportModel {
 		id: t.Optional(t.String({ format: 'uuid' })),
 		error: t.Optional(t.String({ description: 'why the line failed: a sentence naming the member, never a hash or secret' })),
 	})
+}
+
+const checkLine = TypeCompiler.Compile(ImportModel.user)
+
+/**
+ * What makes a value not a line of Latchkey's format, as a sentence naming the member (the first problem found);
+ * undefined for a line the schema takes. Never quotes the value (it may be a hash or a secret).
+ */
+export function importLineProblem(value: unknown): string | undefined {
+	if (checkLine.Check(value)) return undefined
+	if (typeof value !== 'object' || value === null || Array.isArray(value)) return 'a line must be a JSON object (one user)'
+	const [first] = checkLine.Errors(value)
+	if (!first) return 'the line is not a user in Latchkey’s format'
+	const member = first.path.slice(1).replace(/\/(\d+)(?=\/|$)/g, '[$1]').replaceAll('/', '.') || 'the line'
+	return `${member}: ${first.message.charAt(0).toLowerCase()}${first.message.slice(1)}`
 }
 
 /** One user in Latchkey's format. */
