@@ -13,6 +13,7 @@ import { KeyConfigError, loadTokenKeys, type TokenKeys } from './modules/auth/ke
 import { PasswordHasher } from './modules/auth/password'
 import { BootstrapError, createAdmin, ensureActiveAdmin } from './modules/users/bootstrap'
 import { exportCommand, importCommand, type Terminal } from './modules/imports/command'
+import { USER_IMPORTS_BODY_LIMIT_BYTES } from './modules/imports/model'
 import { ensureConsoleClient } from './modules/oauth/clients'
 import { isCompiledBinary } from './runtime'
 import { MailTemplates, TemplateError } from './mail/templates'
@@ -255,7 +256,7 @@ async function serve(config: Config, log: Logger): Promise<number> {
 		// Workers share the port; the kernel spreads connections among them.
 		reusePort: config.workers > 1,
 		// Bun's own cap is only a backstop; the app answers 413 problem+json below it.
-		maxRequestBodySize: Math.max(config.bodyLimitBytes * 2, 1 << 20),
+		maxRequestBodySize: Math.max(config.bodyLimitBytes * 2, 1 << 20, USER_IMPORTS_BODY_LIMIT_BYTES * 2),
 	})
 	log.info({ host: config.host, port: app.server?.port }, `listening on http://${config.host}:${app.server?.port}`)
 
