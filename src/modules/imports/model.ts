@@ -46,11 +46,31 @@ export namespace ImportModel {
 	export const onConflict = t.Union([t.Literal('skip'), t.Literal('update')], { default: 'skip' })
 
 	/** POST /user-imports. */
-	export const request = t.Object({
-		users: t.Array(user, { minItems: 1, maxItems: USER_IMPORTS_MAX_USERS, description: `up to ${USER_IMPORTS_MAX_USERS} lines of Latchkey’s format (what \`latchkey export\` writes, one object each)` }),
-		onConflict: t.Optional(t.Union([t.Literal('skip'), t.Literal('update')], { description: 'for a user whose email or id is already an account: `skip` (the default) leaves it, `update` replaces every member the line carries' })),
-		emitEvents: t.Optional(t.Boolean({ description: 'send `user.created` (and for updates their user.* events) to the webhooks; off by default' })),
-	})
+	export const request = t.Object(
+		{
+			users: t.Array(user, { minItems: 1, maxItems: USER_IMPORTS_MAX_USERS, description: `up to ${USER_IMPORTS_MAX_USERS} lines of Latchkey’s format (what \`latchkey export\` writes, one object each)` }),
+			onConflict: t.Optional(t.Union([t.Literal('skip'), t.Literal('update')], { description: 'for a user whose email or id is already an account: `skip` (the default) leaves it, `update` replaces every member the line carries' })),
+			emitEvents: t.Optional(t.Boolean({ description: 'send `user.created` (and for updates their user.* events) to the webhooks; off by default' })),
+		},
+		{
+			additionalProperties: false,
+			examples: [
+				{
+					users: [
+						{
+							email: 'ada@example.com',
+							emailVerified: true,
+							name: 'Ada Lovelace',
+							passwordHash: '$2b$10$N9qo8uLOickgx2ZMRZoMyeIjZAgcfl7p92ldGxad68LJZdL17lhWy',
+							metadata: { theme: 'dark' },
+							identities: [{ provider: 'google', subject: '109876543210987654321' }],
+						},
+					],
+					onConflict: 'skip',
+				},
+			],
+		},
+	)
 
 	export const outcome = t.Object({
 		line: t.Integer({ minimum: 1, description: 'the line (or, in a JSON array, the item) of the input, from 1' }),
