@@ -81,7 +81,7 @@ export async function measureImport({ binary, server, artifacts, users, log }: {
 		await admin.unsafe(`create database ${name}`)
 		const url = new URL(server)
 		url.pathname = `/${name}`
-		const env = benchServiceEnv({ home: artifacts, port: 0, databaseUrl: url.toString() })
+		const env = { ...benchServiceEnv({ home: artifacts, port: 0, databaseUrl: url.toString() }), PUBLIC_URL: 'https://auth.example.test' }
 		log('import: latchkey import (compiled binary) into a fresh database')
 		const imported = await timed([binary, 'import', file, '--from', 'latchkey'], env)
 		const database = postgres(url.toString(), { max: 1, onnotice: () => {} })
