@@ -77,6 +77,13 @@ describe('POST /api/user-imports', () => {
 			{ source: 'api', created: 2, updated: 0, skipped: 1, failed: 2 },
 			{ source: 'api', created: 0, updated: 1, skipped: 0, failed: 0 },
 		])
+
+		// Skipping too checks that the line's id and email are one account.
+		const mixed = await importUsers({ users: [{ id: bobRow?.id, email: ada }, { id: adaRow?.id, email: uniqueEmail('new-address') }] })
+		expect(mixed.body.data.items).toEqual([
+			{ line: 1, status: 'failed', error: 'id and email belong to two different accounts' },
+			{ line: 2, status: 'skipped', id: adaRow?.id },
+		])
 	})
 
 	test('an imported bcrypt user signs in with the old password through POST /auth/login, and the hash becomes argon2id', async () => {

@@ -157,7 +157,8 @@ export async function writeLines(tx: Queryable & Pick<Database, 'transaction'>, 
 		if (isOutcome(line)) outcomes.set(line.line, line)
 		return !isOutcome(line)
 	})
-	const { fresh, oneByOne } = await sortOut(tx, prepared)
+	const { fresh, oneByOne, decided } = await sortOut(tx, prepared, options)
+	for (const outcome of decided) outcomes.set(outcome.line, outcome)
 	if (fresh.length > 0) {
 		try {
 			const inserted = await tx.transaction((savepoint) => insertTogether(savepoint, fresh, options))
@@ -178,12 +179,15 @@ export async function writeLines(tx: Queryable & Pick<Database, 'transaction'>, 
 /**
  * Which lines can go in together: those whose email and id no account holds and no earlier line of the batch
  * takes. The others meet an account and are written one by one, in line order (as if the file were read a line
- * at a time: the same email twice, and the second meets the account the first made).
+ * at a time: the same email twice, and the second meets the account the first made) — except, with `skip`,
+ * those that meet an account already there: decided from the lookup (accounts are never deleted), so that
+ * running a file again costs one read a batch.
  */
-async function sortOut(tx: Queryable, prepared: Prepared[]) {
+async function sortOut(tx: Queryable, prepared: Prepared[], options: WriteOptions) {
 	const fresh: Prepared[] = []
 	const oneByOne: Prepared[] = []
-	if (prepared.length === 0) return { fresh, oneByOne }
+	const decided: Outcome[] = []
+	if (prepared.length === 0) return { fresh, oneByOne, decided }
 	const emails = JSON.stringify(prepared.map((line) => line.row.email))
 	const ids = JSON.stringify(prepared.filter((line) => line.idGiven).map((line) => line.row.id))
 	// A union rather than `or`: each half is an index lookup per value, where `or` would read the whole table.
@@ -191,18 +195,28 @@ async function sortOut(tx: Queryable, prepared: Prepared[]) {
 		await tx.execute(sql`select id::text as id, email from users where email in (select json_array_elements_text(${emails}::json))
 			union select id::text as id, email from users where id in (select json_array_elements_text(${ids}::json)::uuid)`),
 	)
-	const takenEmails = new Set(taken.map((row) => row.email))
+	const idOfEmail = new Map(taken.map((row) => [row.email, row.id]))
 	const takenIds = new Set(taken.map((row) => row.id))
 	const claimedEmails = new Set<string>()
 	const claimedIds = new Set<string>()
 	for (const line of prepared) {
 		const { email, id } = line.row
-		const meets = takenEmails.has(email) || (line.idGiven && takenIds.has(id)) || claimedEmails.has(email) || claimedIds.has(id)
-		;(meets ? oneByOne : fresh).push(line)
+		const byEmail = idOfEmail.get(email)
+		const byId = line.idGiven && takenIds.has(id) ? id : undefined
+		const claimed = claimedEmails.has(email) || claimedIds.has(id)
 		claimedEmails.add(email)
 		claimedIds.add(id)
+		if (options.onConflict === 'skip' && !claimed && (byEmail ?? byId)) {
+			decided.push(
+				byEmail && byId && byEmail !== byId
+					? failed(line.line, 'id and email belong to two different accounts')
+					: { line: line.line, status: 'skipped', id: byEmail ?? byId },
+			)
+			continue
+		}
+		;(byEmail || byId || claimed ? oneByOne : fresh).push(line)
 	}
-	return { fresh, oneByOne }
+	return { fresh, oneByOne, decided }
 }
 
 /** New accounts with their identities and factors, set-based: the ids of the accounts inserted (one taken meanwhile is left out). */
