@@ -1,20 +1,27 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
-import { and, eq, inArray } from 'drizzle-orm'
-import { auditEvents, identities, users } from '../src/db/schema'
+import { and, eq, inArray, sql } from 'drizzle-orm'
+import { auditEvents, identities, users, webhookEvents } from '../src/db/schema'
 import { problem, startTestApp, type TestApp } from './support/app'
 import { PASSWORD, signUp, signUpAdmin, uniqueEmail, type Account } from './support/fixtures'
 import { bcryptHash } from './support/imports'
+import { WebhookReceiver } from './support/webhook-receiver'
 
 setDefaultTimeout(30_000)
 
 let t: TestApp
 let admin: Account
+let receiver: WebhookReceiver
 
 beforeAll(async () => {
-	t = await startTestApp()
+	receiver = await WebhookReceiver.start()
+	t = await startTestApp({ WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' })
 	admin = await signUpAdmin(t)
+	expect((await t.call('POST', '/api/webhooks', { token: admin.accessToken, json: { url: receiver.url, events: ['user.created'] } })).status).toBe(201)
 })
-afterAll(() => t.close())
+afterAll(async () => {
+	await t.close()
+	await receiver.stop()
+})
 
 const importUsers = (body: unknown, token = admin.accessToken) => t.call('POST', '/api/user-imports', { json: body, token })
 
@@ -117,6 +124,19 @@ describe('POST /api/user-imports', () => {
 		// Other routes keep the usual limit.
 		const elsewhere = await t.call('POST', '/api/users', { json: { email: uniqueEmail(), password: PASSWORD, metadata: { note: 'n'.repeat(70_000) } } })
 		expect(elsewhere.status).toBe(413)
+	})
+
+	test('user.created goes to the webhooks only with emitEvents', async () => {
+		const [quiet, loud] = [uniqueEmail('quiet'), uniqueEmail('loud')]
+		expect((await importUsers({ users: [{ email: quiet }] })).body.data.items[0].status).toBe('created')
+		expect((await importUsers({ users: [{ email: loud }], emitEvents: true })).body.data.items[0].status).toBe('created')
+		const about = (email: string) =>
+			t.database.handle.db
+				.select({ type: webhookEvents.type })
+				.from(webhookEvents)
+				.where(sql`${webhookEvents.body}::jsonb #>> '{data,user,email}' = ${email}`)
+		expect(await about(quiet)).toEqual([])
+		expect(await about(loud)).toEqual([{ type: 'user.created' }])
 	})
 
 	test('a line the schema refuses is 422 for the request, naming the member, and nothing is written', async () => {
