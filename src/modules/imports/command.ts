@@ -1,7 +1,7 @@
 import { closeSync, fchmodSync, openSync } from 'node:fs'
 import type { Config } from '../../config/env'
-import { DataKeys } from '../../crypto/data-keys'
-import { openDatabase } from '../../db/client'
+import { DataKeys, UnreadableSecret } from '../../crypto/data-keys'
+import { isDatabaseUnavailable, loggableError, openDatabase } from '../../db/client'
 import { migrate } from '../../db/migrate'
 import type { Logger } from '../../log'
 import { AuditLog } from '../audit/service'
@@ -84,7 +84,9 @@ export async function importCommand(config: Config, log: Logger, args: ImportArg
 			)
 		} catch (error) {
 			if (error instanceof UnknownSource) return usage(terminal, error.message)
-			throw error
+			// The driver's words only: Drizzle's own message quotes the statement and its parameters (hashes among them).
+			terminal.err(`latchkey: import stopped: ${describeFailure(error)}; what was written stays, and the same command resumes after it`)
+			return EXIT.failure
 		} finally {
 			progress.clear()
 		}
@@ -94,6 +96,14 @@ export async function importCommand(config: Config, log: Logger, args: ImportArg
 	} finally {
 		await database.close()
 	}
+}
+
+/** What went wrong, for a person: the database's message and SQLSTATE, never a statement or its parameters. */
+function describeFailure(error: unknown): string {
+	if (error instanceof UnreadableSecret) return `a TOTP secret does not open with DATA_ENCRYPTION_KEY (${error.message})`
+	const { name, code, message } = loggableError(error)
+	if (isDatabaseUnavailable(error)) return `the database is unreachable${code ? ` (${code})` : ''}`
+	return [message ?? name, code && `SQLSTATE ${code}`].filter(Boolean).join(', ')
 }
 
 const number = (value: number) => value.toLocaleString('en-US')
@@ -150,6 +160,9 @@ export async function exportCommand(config: Config, log: Logger, args: { file: s
 		await sink.end()
 		terminal.err(`exported ${number(count)} users${args.withHashes ? ' with their password hashes and TOTP secrets' : ''} in ${((performance.now() - started) / 1000).toFixed(1)} s`)
 		return EXIT.ok
+	} catch (error) {
+		terminal.err(`latchkey: export stopped: ${describeFailure(error)}`)
+		return EXIT.failure
 	} finally {
 		if (fd !== 1)
 			try {
