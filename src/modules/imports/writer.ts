@@ -1,4 +1,4 @@
-import { and, eq, or, sql } from 'drizzle-orm'
+import { and, asc, eq, inArray, or, sql } from 'drizzle-orm'
 import type { DataKeys } from '../../crypto/data-keys'
 import { isDatabaseUnavailable, retryingDeadlocks, sqlState, type Database, type Queryable } from '../../db/client'
 import { factors, identities, importCheckpoints, users, type UserRow } from '../../db/schema'
@@ -157,8 +157,18 @@ export async function writeLines(tx: Queryable & Pick<Database, 'transaction'>, 
 		if (isOutcome(line)) outcomes.set(line.line, line)
 		return !isOutcome(line)
 	})
-	const { fresh, oneByOne, decided } = await sortOut(tx, prepared, options)
+	const { fresh, oneByOne, decided, updatable } = await sortOut(tx, prepared, options)
 	for (const outcome of decided) outcomes.set(outcome.line, outcome)
+	if (updatable.length > 0) {
+		try {
+			const { updated, left } = await tx.transaction((savepoint) => updateTogether(savepoint, updatable, options))
+			for (const outcome of updated) outcomes.set(outcome.line, outcome)
+			oneByOne.push(...left)
+		} catch (error) {
+			if (isDatabaseUnavailable(error)) throw error
+			oneByOne.push(...updatable.map(({ line }) => line))
+		}
+	}
 	if (fresh.length > 0) {
 		try {
 			const inserted = await tx.transaction((savepoint) => insertTogether(savepoint, fresh, options))
@@ -187,7 +197,8 @@ async function sortOut(tx: Queryable, prepared: Prepared[], options: WriteOption
 	const fresh: Prepared[] = []
 	const oneByOne: Prepared[] = []
 	const decided: Outcome[] = []
-	if (prepared.length === 0) return { fresh, oneByOne, decided }
+	const updatable: Array<{ line: Prepared; accountId: string }> = []
+	if (prepared.length === 0) return { fresh, oneByOne, decided, updatable }
 	const emails = JSON.stringify(prepared.map((line) => line.row.email))
 	const ids = JSON.stringify(prepared.filter((line) => line.idGiven).map((line) => line.row.id))
 	// A union rather than `or`: each half is an index lookup per value, where `or` would read the whole table.
@@ -203,20 +214,18 @@ async function sortOut(tx: Queryable, prepared: Prepared[], options: WriteOption
 		const { email, id } = line.row
 		const byEmail = idOfEmail.get(email)
 		const byId = line.idGiven && takenIds.has(id) ? id : undefined
-		const claimed = claimedEmails.has(email) || claimedIds.has(id)
+		const accountId = byEmail ?? byId
+		// An earlier line of the batch takes this email or id, or meets the same account: this line waits its turn.
+		const claimed = claimedEmails.has(email) || claimedIds.has(id) || (accountId !== undefined && claimedIds.has(accountId))
 		claimedEmails.add(email)
 		claimedIds.add(id)
-		if (options.onConflict === 'skip' && !claimed && (byEmail ?? byId)) {
-			decided.push(
-				byEmail && byId && byEmail !== byId
-					? failed(line.line, 'id and email belong to two different accounts')
-					: { line: line.line, status: 'skipped', id: byEmail ?? byId },
-			)
-			continue
-		}
-		;(byEmail || byId || claimed ? oneByOne : fresh).push(line)
+		if (accountId) claimedIds.add(accountId)
+		if (!claimed && accountId && byEmail && byId && byEmail !== byId) decided.push(failed(line.line, 'id and email belong to two different accounts'))
+		else if (!claimed && accountId && options.onConflict === 'skip') decided.push({ line: line.line, status: 'skipped', id: accountId })
+		else if (!claimed && accountId) updatable.push({ line, accountId })
+		else (claimed ? oneByOne : fresh).push(line)
 	}
-	return { fresh, oneByOne, decided }
+	return { fresh, oneByOne, decided, updatable }
 }
 
 /** New accounts with their identities and factors, set-based: the ids of the accounts inserted (one taken meanwhile is left out). */
@@ -295,54 +304,121 @@ async function storeOne(tx: Queryable, line: Prepared, options: WriteOptions): P
 	return failed(line.line, 'the account changed while it was being imported; import the line again')
 }
 
+/** What an update makes of an account: its new row, and what the change means for its sign-ins. */
+function updatedRow(current: UserRow, line: Prepared, now: Date) {
+	const { user, row } = line
+	const status = user.status ?? current.status
+	const role = user.role ?? current.role
+	const emailChanges = row.email !== current.email
+	const passwordChanged = user.passwordHash !== undefined && user.passwordHash !== current.passwordHash
+	const deactivating = status === 'deactivated' && current.status !== 'deactivated'
+	const after: UserRow = {
+		...current,
+		email: row.email,
+		name: user.name ?? current.name,
+		role,
+		status,
+		passwordHash: user.passwordHash === undefined ? current.passwordHash : user.passwordHash,
+		emailVerifiedAt:
+			user.emailVerified === undefined ? (emailChanges ? null : current.emailVerifiedAt) : user.emailVerified ? (emailChanges ? now : (current.emailVerifiedAt ?? now)) : null,
+		pendingEmail: emailChanges || current.pendingEmail === row.email ? null : current.pendingEmail,
+		createdAt: user.createdAt === undefined ? current.createdAt : row.createdAt,
+		metadata: user.metadata ?? current.metadata,
+		appMetadata: user.appMetadata ?? current.appMetadata,
+		credentialsVersion: bumpsCredentialsVersion(current, { email: row.email, status }, passwordChanged) ? current.credentialsVersion + 1 : current.credentialsVersion,
+		updatedAt: now,
+		deactivatedAt: status === 'active' ? null : deactivating ? now : current.deactivatedAt,
+	}
+	const leavesAdmins = current.role === 'admin' && current.status === 'active' && (role !== 'admin' || status !== 'active')
+	return { after, passwordChanged, deactivating, leavesAdmins }
+}
+
 /**
  * `--on-conflict update`: every member the line carries replaces the account's (the password hash included;
  * identities and TOTP secrets carried replace all of the account's). The account keeps its id. A change of email,
  * password hash or status ends sessions as an admin's change does.
  */
 async function update(tx: Queryable, current: UserRow, line: Prepared, options: WriteOptions) {
-	const { user, row } = line
-	const now = new Date()
-	const status = user.status ?? current.status
-	const role = user.role ?? current.role
-	if (current.role === 'admin' && current.status === 'active' && (role !== 'admin' || status !== 'active'))
-		ensureAnotherActiveAdmin(await lockActiveAdmins(tx), current.id)
-	const emailChanges = row.email !== current.email
-	const passwordChanged = user.passwordHash !== undefined && user.passwordHash !== current.passwordHash
-	const deactivating = status === 'deactivated' && current.status !== 'deactivated'
-	const [after] = await tx
-		.update(users)
-		.set({
-			email: row.email,
-			name: user.name ?? current.name,
-			role,
-			status,
-			passwordHash: user.passwordHash === undefined ? current.passwordHash : user.passwordHash,
-			emailVerifiedAt:
-				user.emailVerified === undefined ? (emailChanges ? null : current.emailVerifiedAt) : user.emailVerified ? (emailChanges ? now : (current.emailVerifiedAt ?? now)) : null,
-			pendingEmail: emailChanges || current.pendingEmail === row.email ? null : current.pendingEmail,
-			createdAt: user.createdAt === undefined ? current.createdAt : row.createdAt,
-			metadata: user.metadata ?? current.metadata,
-			appMetadata: user.appMetadata ?? current.appMetadata,
-			credentialsVersion: bumpsCredentialsVersion(current, { email: row.email, status }, passwordChanged) ? current.credentialsVersion + 1 : current.credentialsVersion,
-			updatedAt: now,
-			deactivatedAt: status === 'active' ? null : deactivating ? now : current.deactivatedAt,
-		})
-		.where(eq(users.id, current.id))
-		.returning()
-	if (!after) throw new Error('the account vanished under its row lock')
-	if (user.identities !== undefined) {
-		await tx.delete(identities).where(eq(identities.userId, current.id))
-		if (line.identities.length > 0) await tx.insert(identities).values(line.identities.map((identity) => ({ ...identity, userId: current.id })))
-	}
-	if (user.totpSecrets !== undefined) {
-		await tx.delete(factors).where(and(eq(factors.userId, current.id), eq(factors.type, 'totp')))
-		// Sealed for the line's own new factor ids, which stay; only the owner changes.
-		if (line.totp.length > 0) await tx.insert(factors).values(line.totp.map((factor) => ({ ...factor, userId: current.id })))
-	}
+	const { after, passwordChanged, deactivating, leavesAdmins } = updatedRow(current, line, new Date())
+	if (leavesAdmins) ensureAnotherActiveAdmin(await lockActiveAdmins(tx), current.id)
+	const { id: _, ...changes } = after
+	const [stored] = await tx.update(users).set(changes).where(eq(users.id, current.id)).returning()
+	if (!stored) throw new Error('the account vanished under its row lock')
+	await replaceWaysIn(tx, [{ current, line }])
 	await endSessionsAfterChange(tx, current.id, { deactivating, passwordChanged })
-	const events: WebhookEvent[] = options.emitEvents ? userChangeEvents(current, after, passwordChanged) : []
+	const events: WebhookEvent[] = options.emitEvents ? userChangeEvents(current, stored, passwordChanged) : []
 	await recordWebhookEvents(tx, events)
+}
+
+/** The identities and TOTP factors the lines carry, in place of their accounts' (lines that carry none leave them). */
+async function replaceWaysIn(tx: Queryable, updates: Array<{ current: UserRow; line: Prepared }>) {
+	const withIdentities = updates.filter(({ line }) => line.user.identities !== undefined)
+	if (withIdentities.length > 0) {
+		await tx.delete(identities).where(inArray(identities.userId, withIdentities.map(({ current }) => current.id)))
+		const links = withIdentities.flatMap(({ current, line }) => line.identities.map((identity) => ({ ...identity, userId: current.id })))
+		if (links.length > 0) await tx.insert(identities).values(links)
+	}
+	const withSecrets = updates.filter(({ line }) => line.user.totpSecrets !== undefined)
+	if (withSecrets.length > 0) {
+		await tx.delete(factors).where(and(inArray(factors.userId, withSecrets.map(({ current }) => current.id)), eq(factors.type, 'totp')))
+		// Sealed for the line's own new factor ids, which stay; only the owner changes.
+		const secrets = withSecrets.flatMap(({ current, line }) => line.totp.map((factor) => ({ ...factor, userId: current.id })))
+		if (secrets.length > 0) await tx.insert(factors).values(secrets)
+	}
+}
+
+/**
+ * Updates, set-based, of lines that each meet one account (found by the batch's lookup): the accounts locked in
+ * id order, their rows written by one statement, their identities and factors replaced by one each. Returns the
+ * lines it did not take (their account changed since the lookup, or the change would leave no active admin),
+ * for the one-by-one path.
+ */
+async function updateTogether(tx: Queryable, lines: Array<{ line: Prepared; accountId: string }>, options: WriteOptions): Promise<{ updated: Outcome[]; left: Prepared[] }> {
+	const locked = await tx
+		.select()
+		.from(users)
+		.where(inArray(users.id, lines.map(({ accountId }) => accountId)))
+		.orderBy(asc(users.id))
+		.for('update')
+	const byId = new Map(locked.map((row) => [row.id, row]))
+	const now = new Date()
+	const taken: Array<{ current: UserRow; line: Prepared; change: ReturnType<typeof updatedRow> }> = []
+	const left: Prepared[] = []
+	for (const { line, accountId } of lines) {
+		const current = byId.get(accountId)
+		const stillMeets = current && (current.email === line.row.email || (line.idGiven && current.id === line.row.id))
+		const change = current && updatedRow(current, line, now)
+		if (current && stillMeets && change && !change.leavesAdmins) taken.push({ current, line, change })
+		else left.push(line)
+	}
+	if (taken.length === 0) return { updated: [], left }
+	const rows = taken.map(({ change: { after } }) => ({
+		id: after.id,
+		email: after.email,
+		name: after.name,
+		role: after.role,
+		status: after.status,
+		password_hash: after.passwordHash,
+		credentials_version: after.credentialsVersion,
+		email_verified_at: after.emailVerifiedAt,
+		pending_email: after.pendingEmail,
+		created_at: after.createdAt,
+		updated_at: after.updatedAt,
+		deactivated_at: after.deactivatedAt,
+		metadata: after.metadata,
+		app_metadata: after.appMetadata,
+	}))
+	await tx.execute(sql`update users set email = r.email, name = r.name, role = r.role, status = r.status, password_hash = r.password_hash,
+			credentials_version = r.credentials_version, email_verified_at = r.email_verified_at, pending_email = r.pending_email,
+			created_at = r.created_at, updated_at = r.updated_at, deactivated_at = r.deactivated_at, metadata = r.metadata, app_metadata = r.app_metadata
+		from json_to_recordset(${JSON.stringify(rows)}::json) as r(id uuid, email text, name text, role text, status text, password_hash text,
+			credentials_version integer, email_verified_at timestamptz, pending_email text, created_at timestamptz, updated_at timestamptz,
+			deactivated_at timestamptz, metadata jsonb, app_metadata jsonb)
+		where users.id = r.id`)
+	await replaceWaysIn(tx, taken)
+	for (const { current, change } of taken) await endSessionsAfterChange(tx, current.id, change)
+	if (options.emitEvents) await recordWebhookEvents(tx, taken.flatMap(({ current, change }) => userChangeEvents(current, change.after, change.passwordChanged)))
+	return { updated: taken.map(({ line, current }) => ({ line: line.line, status: 'updated', id: current.id })), left }
 }
 
 /** Why a line could not be written, for its report: the constraint in words, never SQL or a value. */
