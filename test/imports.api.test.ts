@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from '
 import { and, eq, inArray, sql } from 'drizzle-orm'
 import { auditEvents, identities, users, webhookEvents } from '../src/db/schema'
 import { problem, startTestApp, type TestApp } from './support/app'
-import { PASSWORD, signUp, signUpAdmin, uniqueEmail, type Account } from './support/fixtures'
+import { PASSWORD, signUp, signUpAdmin, soleActiveAdmin, uniqueEmail, type Account } from './support/fixtures'
 import { bcryptHash } from './support/imports'
 import { WebhookReceiver } from './support/webhook-receiver'
 
@@ -145,5 +145,22 @@ describe('POST /api/user-imports', () => {
 		expect(res.status).toBe(422)
 		expect(res.body.errors).toEqual([expect.objectContaining({ pointer: '#/users/1/totpSecrets/0/secret' })])
 		expect(await t.database.handle.db.select().from(users).where(eq(users.email, email))).toEqual([])
+	})
+
+	test('an update never demotes or deactivates the last active admin: that line fails, the others are written', async () => {
+		const { admin: sole, restore } = await soleActiveAdmin(t)
+		const other = uniqueEmail('other')
+		const res = await importUsers(
+			{ users: [{ email: sole.email, role: 'user' }, { email: other, name: 'Other' }, { email: sole.email, status: 'deactivated' }], onConflict: 'update' },
+			sole.accessToken,
+		)
+		expect(res.body.data.items).toEqual([
+			{ line: 1, status: 'failed', error: 'The last active admin can be neither deactivated nor demoted' },
+			{ line: 2, status: 'created', id: expect.any(String) },
+			{ line: 3, status: 'failed', error: 'The last active admin can be neither deactivated nor demoted' },
+		])
+		const [row] = await t.database.handle.db.select().from(users).where(eq(users.id, sole.id))
+		expect(row).toMatchObject({ role: 'admin', status: 'active' })
+		await restore()
 	})
 })
