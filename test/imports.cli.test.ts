@@ -192,6 +192,17 @@ describe('latchkey import --from latchkey', () => {
 		}
 	})
 
+	test('--provider SOURCE=NAME renames the providers of the file’s identities', async () => {
+		const email = uniqueEmail('renamed')
+		const file = cli.file('renamed.ndjson', [{ email, identities: [{ provider: 'google-oauth2', subject: `g-${email}` }, { provider: 'github', subject: `gh-${email}` }] }])
+		expect((await cli.run(['import', file, '--from', 'latchkey', '--provider', 'google-oauth2=google'])).code).toBe(0)
+		await cli.withApp(async (t) => {
+			const [row] = await rowsOf(t, [email])
+			const links = await t.database.handle.db.select().from(identities).where(eq(identities.userId, row?.id ?? ''))
+			expect(links.map((link) => link.provider).sort()).toEqual(['github', 'google'])
+		})
+	})
+
 	test('bad usage exits 2 with the reason, before touching the database', async () => {
 		const file = cli.file('usage.ndjson', [{ email: uniqueEmail() }])
 		const cases: Array<[string[], string]> = [

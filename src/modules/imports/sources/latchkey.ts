@@ -9,7 +9,7 @@ const NEWLINE = 0x0a
  * a file of any size costs a line's memory. Blank lines are ignored; a line that is not UTF-8 JSON, or not a user
  * in the format, is a line the writer reports and writes nothing of. Lines count from 1, blank ones included.
  */
-export const readLatchkey: ImportSource = async function* (file) {
+export const readLatchkey: ImportSource = async function* (file, options) {
 	let pending: Uint8Array[] = []
 	let pendingBytes = 0
 	let line = 0
@@ -24,7 +24,7 @@ export const readLatchkey: ImportSource = async function* (file) {
 		pendingBytes = 0
 		line++
 		if (bytes === undefined) return { line, error: `the line is longer than ${MAX_LINE_BYTES} bytes (${size})` }
-		return readLine(line, bytes)
+		return renamed(readLine(line, bytes), options.providers)
 	}
 	for await (const chunk of file.stream()) {
 		let start = 0
@@ -40,6 +40,13 @@ export const readLatchkey: ImportSource = async function* (file) {
 		const read = finish()
 		if (read) yield read
 	}
+}
+
+/** `--provider SOURCE=NAME`: another Latchkey's provider names, as this one's OIDC_PROVIDERS names them. */
+function renamed(read: SourceLine | undefined, providers: Record<string, string>): SourceLine | undefined {
+	const identities = read?.user?.identities
+	if (!read?.user || !identities || Object.keys(providers).length === 0) return read
+	return { line: read.line, user: { ...read.user, identities: identities.map((identity) => ({ ...identity, provider: providers[identity.provider] ?? identity.provider })) } }
 }
 
 const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false })
