@@ -46,6 +46,9 @@ import { identitiesModule, oidcModule } from './modules/oidc'
 import { ProviderDirectory } from './modules/oidc/providers'
 import { ProviderSignIn } from './modules/oidc/service'
 import { usersModule } from './modules/users'
+import { importsModule } from './modules/imports'
+import { USER_IMPORTS_BODY_LIMIT_BYTES, USER_IMPORTS_PATH } from './modules/imports/model'
+import { ImportsService } from './modules/imports/service'
 import { organizationsModule } from './modules/organizations'
 import { invitationRoutes, InvitationsService } from './modules/organizations/invitations'
 import { MembersService } from './modules/organizations/members'
@@ -359,6 +362,7 @@ export function createApp({ config, database, keys, oauthKey, log, counters, pee
 			}),
 		)
 		.use(invitationRoutes({ invitations, guard }))
+		.use(importsModule({ imports: new ImportsService({ db, dataKeys, audit }), guard }))
 
 	const app = new Elysia({ name: 'latchkey', normalize: false })
 		// Headers every response carries (the preflight too), then who the client is, then CORS, so that even a
@@ -373,6 +377,7 @@ export function createApp({ config, database, keys, oauthKey, log, counters, pee
 		.use(
 			requestChecks({
 				bodyLimitBytes: config.bodyLimitBytes,
+				largeBodies: new Map([[USER_IMPORTS_PATH, USER_IMPORTS_BODY_LIMIT_BYTES]]),
 				htmlPaths: new Set([DOCS_PATH]),
 				textPaths: new Set(['/metrics']),
 				// The console's paths answer HTML and files, and a 404 when it is off: no JSON negotiation there either.

@@ -12,6 +12,8 @@ import { loadOAuthSigningKey, OAuthKeyError, type OAuthSigningKey } from './cryp
 import { KeyConfigError, loadTokenKeys, type TokenKeys } from './modules/auth/keys'
 import { PasswordHasher } from './modules/auth/password'
 import { BootstrapError, createAdmin, ensureActiveAdmin } from './modules/users/bootstrap'
+import { exportCommand, importCommand, type Terminal } from './modules/imports/command'
+import { USER_IMPORTS_BODY_LIMIT_BYTES } from './modules/imports/model'
 import { ensureConsoleClient } from './modules/oauth/clients'
 import { isCompiledBinary } from './runtime'
 import { MailTemplates, TemplateError } from './mail/templates'
@@ -25,6 +27,17 @@ Usage:
   latchkey admin create --email EMAIL [--name NAME] [--password-file FILE]
                         create an admin account; the password is read from
                         FILE, or else from standard input (never an argument)
+  latchkey import FILE --from latchkey|supabase|auth0|keycloak|firebase|better-auth
+                [--dry-run] [--on-conflict skip|update] [--provider SOURCE=NAME]...
+                [--emit-events] [--hash-key B64 --salt-separator B64 --rounds N --mem-cost N]
+                        import users (their password hashes, identities, TOTP
+                        secrets) from another service's export or Latchkey's
+                        own; resumes after a crash when run again on the same
+                        file; one line per failed line on stderr, then a summary
+  latchkey export FILE [--with-hashes]
+                        write every user as Latchkey's NDJSON to FILE (mode
+                        0600; '-' for standard output); --with-hashes adds the
+                        password hashes and TOTP secrets
   latchkey --help       show this help
   latchkey --version    print the version
 
@@ -32,7 +45,8 @@ Configuration comes from the environment (and a .env file in the working
 directory). Settings: ${Object.keys(EnvSchema.properties).join(', ')}.
 
 Exit codes: 0 success · 1 bad configuration or a runtime failure
-(including 'admin create' refused: email taken, weak password) · 2 bad usage.`
+(including 'admin create' refused: email taken, weak password; 'import'
+with any line failed, the others written) · 2 bad usage.`
 
 /** Exit codes, as documented in --help and docs/operations.md. */
 const EXIT = { ok: 0, failure: 1, usage: 2 } as const
@@ -54,8 +68,13 @@ async function main(argv: string[]): Promise<number> {
 		console.log(packageJson.version)
 		return EXIT.ok
 	}
-	const command = positionals.join(' ') || 'serve'
-	if (command !== 'serve' && command !== 'migrate' && command !== 'admin create') {
+	const transfer = positionals[0] === 'import' || positionals[0] === 'export' ? positionals[0] : undefined
+	if (transfer && positionals.length !== 2) {
+		console.error(`latchkey: '${transfer}' takes one FILE\nRun 'latchkey --help' for usage.`)
+		return EXIT.usage
+	}
+	const command = transfer ?? (positionals.join(' ') || 'serve')
+	if (command !== 'serve' && command !== 'migrate' && command !== 'admin create' && !transfer) {
 		console.error(`latchkey: unknown command '${command}'\nRun 'latchkey --help' for usage.`)
 		return EXIT.usage
 	}
@@ -71,6 +90,38 @@ async function main(argv: string[]): Promise<number> {
 	const log = createLogger(config.logLevel)
 	if (config.database.kind === 'pglite') void compilePgliteWasm()
 	if (command === 'migrate') return runMigrations(config, log)
+	if (transfer) {
+		// Standard output may carry the export: the log goes to standard error, warnings only.
+		const quiet = createLogger('warn', { write: (line: string) => void process.stderr.write(line) })
+		try {
+			config = keepDevelopmentSecrets(config, quiet)
+		} catch (error) {
+			if (!(error instanceof SecretFileError)) throw error
+			console.error(`latchkey: configuration: ${error.message}`)
+			return EXIT.failure
+		}
+		const terminal: Terminal = {
+			out: (line) => (transfer === 'export' ? console.error(line) : console.log(line)),
+			err: (line) => console.error(line),
+			redraw: process.stderr.isTTY ? (line) => void process.stderr.write(`\r\x1b[2K${line}`) : undefined,
+		}
+		const file = positionals[1] ?? ''
+		if (transfer === 'export') return exportCommand(config, quiet, { file, withHashes: values['with-hashes'] ?? false }, terminal)
+		return importCommand(
+			config,
+			quiet,
+			{
+				file,
+				from: values.from,
+				dryRun: values['dry-run'] ?? false,
+				onConflict: values['on-conflict'],
+				providers: values.provider ?? [],
+				emitEvents: values['emit-events'] ?? false,
+				firebase: { hashKey: values['hash-key'], saltSeparator: values['salt-separator'], rounds: values.rounds, memCost: values['mem-cost'] },
+			},
+			terminal,
+		)
+	}
 	if (command === 'admin create') {
 		if (!values.email) {
 			console.error("latchkey: 'admin create' needs --email\nRun 'latchkey --help' for usage.")
@@ -109,6 +160,17 @@ function parseCommandLine(argv: string[]) {
 			email: { type: 'string' },
 			name: { type: 'string' },
 			'password-file': { type: 'string' },
+			// import and export
+			from: { type: 'string' },
+			'dry-run': { type: 'boolean' },
+			'on-conflict': { type: 'string' },
+			provider: { type: 'string', multiple: true },
+			'emit-events': { type: 'boolean' },
+			'hash-key': { type: 'string' },
+			'salt-separator': { type: 'string' },
+			rounds: { type: 'string' },
+			'mem-cost': { type: 'string' },
+			'with-hashes': { type: 'boolean' },
 		},
 	})
 }
@@ -194,7 +256,7 @@ async function serve(config: Config, log: Logger): Promise<number> {
 		// Workers share the port; the kernel spreads connections among them.
 		reusePort: config.workers > 1,
 		// Bun's own cap is only a backstop; the app answers 413 problem+json below it.
-		maxRequestBodySize: Math.max(config.bodyLimitBytes * 2, 1 << 20),
+		maxRequestBodySize: Math.max(config.bodyLimitBytes * 2, 1 << 20, USER_IMPORTS_BODY_LIMIT_BYTES * 2),
 	})
 	log.info({ host: config.host, port: app.server?.port }, `listening on http://${config.host}:${app.server?.port}`)
 

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from '
 import { openDatabase } from '../src/db/client'
 import { startTestApp, type CallOptions, type CallResult, type TestApp } from './support/app'
 import { concretePath, exampleOf, isClosedBody } from './support/schema-example'
+import { USER_IMPORTS_BODY_LIMIT_BYTES, USER_IMPORTS_PATH } from '../src/modules/imports/model'
 import { loggedMail, proofOf } from './support/mail'
 import { awayFromStepBoundary, enrollTotp, passwordStep, totpCode } from './support/factors'
 import { PASSWORD, signUp, signUpAdmin, uniqueEmail, type Account } from './support/fixtures'
@@ -382,9 +383,11 @@ describe('the document against the server, for every operation', () => {
 		}
 	})
 
-	test('a body over BODY_LIMIT_BYTES is a 413 on POST, PUT and DELETE, declared there, with or without Content-Length', async () => {
-		const oversized = JSON.stringify({ padding: 'x'.repeat(t.config.bodyLimitBytes) })
+	test('a body over BODY_LIMIT_BYTES (POST /user-imports: 8 MiB) is a 413 on POST, PUT and DELETE, declared there, with or without Content-Length', async () => {
+		const usual = JSON.stringify({ padding: 'x'.repeat(t.config.bodyLimitBytes) })
+		const imports = JSON.stringify({ padding: 'x'.repeat(USER_IMPORTS_BODY_LIMIT_BYTES) })
 		for (const op of operations()) {
+			const oversized = op.path === USER_IMPORTS_PATH ? imports : usual
 			const variants: Array<[string, Record<string, string>]> = [
 				['oversized body with Content-Length', { 'content-type': 'application/json', 'content-length': String(oversized.length) }],
 				['oversized body without Content-Length', { 'content-type': 'application/json' }],

@@ -27,6 +27,7 @@ import m0023 from '../../drizzle/0023_oauth_session_uid.sql' with { type: 'text'
 import m0024 from '../../drizzle/0024_organizations.sql' with { type: 'text' }
 import m0025 from '../../drizzle/0025_organization_member_roles.sql' with { type: 'text' }
 import m0026 from '../../drizzle/0026_user_metadata.sql' with { type: 'text' }
+import m0027 from '../../drizzle/0027_import_checkpoints.sql' with { type: 'text' }
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core'
 import type * as schema from './schema'
 
@@ -66,6 +67,7 @@ const MIGRATION_SQL: Record<string, string> = {
 	'0024_organizations': m0024,
 	'0025_organization_member_roles': m0025,
 	'0026_user_metadata': m0026,
+	'0027_import_checkpoints': m0027,
 }
 
 export interface Migration {

@@ -675,3 +675,16 @@ export type OAuthClientRow = typeof oauthClients.$inferSelect
 export type OrganizationRow = typeof organizations.$inferSelect
 export type OrganizationMemberRow = typeof organizationMembers.$inferSelect
 export type OrganizationInvitationRow = typeof organizationInvitations.$inferSelect
+
+/**
+ * Where an import run stands (src/modules/imports): the last line committed, written in each batch's transaction,
+ * so that the same command on the same file resumes after it without writing a line twice. Keyed by the source and
+ * the file's SHA-256; removed when the run ends.
+ */
+export const importCheckpoints = pgTable('import_checkpoints', {
+	key: text('key').primaryKey(),
+	lastLine: integer('last_line').notNull(),
+	// The outcomes so far (created, updated, skipped, failed), so that a resumed run's summary covers the whole file.
+	counts: jsonb('counts').$type<Record<string, number>>().notNull().default({}),
+	updatedAt: timestamp('updated_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
+})

@@ -17,6 +17,8 @@ const RESERVED_MEMBERS = new Set(['toString', 'valueOf', 'toJSON', '__proto__', 
 
 export interface SecurityOptions {
 	bodyLimitBytes: number
+	/** Paths that take larger bodies than bodyLimitBytes (POST /user-imports), with their own limit. */
+	largeBodies?: ReadonlyMap<string, number>
 	/** Paths that serve HTML (the docs page): no JSON negotiation, framing allowed. */
 	htmlPaths: ReadonlySet<string>
 	/** Other paths that do not serve JSON (Prometheus text): no JSON negotiation. */
@@ -59,9 +61,15 @@ export const responseHeaders = ({ htmlPaths }: Pick<SecurityOptions, 'htmlPaths'
 	})
 
 /** What the door refuses a request for, before its body is read: 406, 400 (the query), 415, 413 (Content-Length). */
-function doorProblem(request: Request, { bodyLimitBytes, htmlPaths, textPaths = new Set(), passThrough, pagePaths = new Set() }: SecurityOptions): AppError | undefined {
+/** The largest body a request's path takes. */
+const bodyLimitOf = (pathname: string, { bodyLimitBytes, largeBodies }: Pick<SecurityOptions, 'bodyLimitBytes' | 'largeBodies'>) =>
+	Math.max(bodyLimitBytes, largeBodies?.get(pathname) ?? 0)
+
+function doorProblem(request: Request, options: SecurityOptions): AppError | undefined {
+	const { htmlPaths, textPaths = new Set(), passThrough, pagePaths = new Set() } = options
 	if (request.method === 'OPTIONS') return undefined
 	const url = new URL(request.url)
+	const bodyLimitBytes = bodyLimitOf(url.pathname, options)
 	if (passThrough?.(url.pathname)) {
 		if (BODY_METHODS.has(request.method) && Number(request.headers.get('content-length') ?? 0) > bodyLimitBytes)
 			return new AppError('payload-too-large', `The request body exceeds ${bodyLimitBytes} bytes`)
@@ -113,8 +121,8 @@ export const requestChecks = (options: SecurityOptions) =>
 			// Also catches chunked bodies, which carry no Content-Length to check up front.
 			const bytes = await request.arrayBuffer()
 			keepBodyRead(request, bytes)
-			if (bytes.byteLength > options.bodyLimitBytes)
-				throw new AppError('payload-too-large', `The request body exceeds ${options.bodyLimitBytes} bytes`)
+			const limit = bodyLimitOf(new URL(request.url).pathname, options)
+			if (bytes.byteLength > limit) throw new AppError('payload-too-large', `The request body exceeds ${limit} bytes`)
 			if (options.passThrough?.(new URL(request.url).pathname)) return bytes
 			if (bytes.byteLength === 0) return undefined
 			if (options.pagePaths?.has(new URL(request.url).pathname)) return readForm(bytes)

@@ -7,7 +7,7 @@
  *   bun run bench [--users 1000000] [--seconds 10] [--connections 50] [--reseed]
  *                 [--memory-requests 100000] [--memory-round 50000] [--logout-pool 300] [--skip-build]
  *                 [--server postgres://postgres@127.0.0.1:5432/postgres] [--database latchkey_bench]
- *                 [--mail-count 2000] [--only login-read|mail|mfa|oidc|webhooks|provider|organizations|memory] [--memory-speed 0]
+ *                 [--mail-count 2000] [--only login-read|mail|mfa|oidc|webhooks|provider|organizations|memory|import] [--memory-speed 0]
  *                 [--binary dist/latchkey]
  *
  * `--binary` runs another build (say, of the code before a change, with --skip-build) against the same scenarios.
@@ -15,6 +15,9 @@
  * `--only login-read` runs the first two scenarios alone (login against the hashing limit, the
  * authenticated read against the bare handlers): the two figures a change must keep, in two minutes
  * rather than ten, so that the code before and after can be alternated.
+ *
+ * `--only import` imports a file of `--users` users (1,000,000 by default) with the binary's `latchkey import` into a
+ * fresh database and exports them again (test/bench/import.ts); it needs no seeded database.
  *
  * `--only memory` measures the binary's memory at rest on both databases (test/bench/memory.ts) and, with
  * `--memory-speed <seconds>`, the login and read rates on the embedded database; it needs no seeded database.
@@ -43,6 +46,7 @@ import { describeWebhooks, webhookSection, type WebhookFigures } from './webhook
 import { describeOrganizations, organizationSection, type OrganizationFigures } from './organizations'
 import { measureStartups, type StartupFigures } from './startup'
 import { describeMemory, measureMemory, type MemoryFigures } from './memory'
+import { describeImport, measureImport } from './import'
 import { runLoadGenerator, type BenchSession, type LoadResult, type LoadSpec, type Workload } from './workload'
 import { freePort } from '../support/ports'
 
@@ -95,8 +99,8 @@ const SECTIONS = ['mail', 'mfa', 'oidc', 'webhooks', 'provider', 'organizations'
 type Section = (typeof SECTIONS)[number]
 const isSection = (value: string | undefined): value is Section => SECTIONS.includes(value as Section)
 const loginReadOnly = args.only === 'login-read'
-if (args.only !== undefined && !isSection(args.only) && args.only !== 'memory' && !loginReadOnly)
-	throw new Error(`--only takes: ${['login-read', ...SECTIONS, 'memory'].join(', ')}`)
+if (args.only !== undefined && !isSection(args.only) && args.only !== 'memory' && args.only !== 'import' && !loginReadOnly)
+	throw new Error(`--only takes: ${['login-read', ...SECTIONS, 'memory', 'import'].join(', ')}`)
 const MEMORY_SPEED = Number(args['memory-speed'])
 const CORES = navigator.hardwareConcurrency
 /** Sessions for the reads: more than connections, so that requests spread over users and pages. */
@@ -382,6 +386,7 @@ async function main() {
 	}
 	if (isSection(args.only)) return sectionOnly(args.only, startedAt, machine)
 	if (args.only === 'memory') return memoryOnly(startedAt, machine)
+	if (args.only === 'import') return importOnly(startedAt, machine)
 
 	const extra: Record<string, unknown> = {}
 	if (!loginReadOnly) {
@@ -690,6 +695,13 @@ async function memoryOnly(startedAt: Date, machine: Awaited<ReturnType<typeof ma
 }
 
 /** `--only <section>`: the database and that section, nothing else. */
+/** `--only import`: a million-line file imported by the binary into a fresh database, then exported (test/bench/import.ts). */
+async function importOnly(startedAt: Date, machine: Awaited<ReturnType<typeof machineNotes>>) {
+	const figures = await measureImport({ binary: BINARY, server: args.server, artifacts: ARTIFACTS, users: USERS, log })
+	await finish({ startedAt, machine, rows: [], extra: { import: figures } })
+	console.log(describeImport(figures))
+}
+
 async function sectionOnly(section: Section, startedAt: Date, machine: Awaited<ReturnType<typeof machineNotes>>) {
 	log(`preparing database ${args.database} with ${USERS} users`)
 	const database = await prepareDatabase(args.server, args.database, USERS, args.reseed)

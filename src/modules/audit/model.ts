@@ -63,6 +63,7 @@ const EventType = t.Union([
 	t.Literal('invitation.created'),
 	t.Literal('invitation.revoked'),
 	t.Literal('invitation.accepted'),
+	t.Literal('users.imported'),
 ])
 
 export type AuditEventType = typeof EventType.static

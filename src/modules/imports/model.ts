@@ -1,3 +1,4 @@
+import { TypeCompiler } from '@sinclair/typebox/compiler'
 import { t } from 'elysia'
 import { UUID_PATTERN } from '../../http/ids'
 
@@ -7,6 +8,11 @@ import { UUID_PATTERN } from '../../http/ids'
  * TOTP secrets. Every other service's export is read into these lines first (./sources), so one writer
  * (./writer.ts) checks and stores them all.
  */
+/** POST /user-imports: at most this many users a request (422 beyond), in a body of at most USER_IMPORTS_BODY_LIMIT_BYTES. */
+export const USER_IMPORTS_MAX_USERS = 1000
+export const USER_IMPORTS_BODY_LIMIT_BYTES = 8 * 1024 * 1024
+export const USER_IMPORTS_PATH = '/api/user-imports'
+
 export namespace ImportModel {
 	export const identity = t.Object({
 		// What GET /users/{id}/identities shows; an export writes it, an import takes a new one.
@@ -39,12 +45,56 @@ export namespace ImportModel {
 
 	export const onConflict = t.Union([t.Literal('skip'), t.Literal('update')], { default: 'skip' })
 
+	/** POST /user-imports. */
+	export const request = t.Object(
+		{
+			users: t.Array(user, { minItems: 1, maxItems: USER_IMPORTS_MAX_USERS, description: `up to ${USER_IMPORTS_MAX_USERS} lines of Latchkey’s format (what \`latchkey export\` writes, one object each)` }),
+			onConflict: t.Optional(t.Union([t.Literal('skip'), t.Literal('update')], { description: 'for a user whose email or id is already an account: `skip` (the default) leaves it, `update` replaces every member the line carries' })),
+			emitEvents: t.Optional(t.Boolean({ description: 'send `user.created` (and for updates their user.* events) to the webhooks; off by default' })),
+		},
+		{
+			additionalProperties: false,
+			examples: [
+				{
+					users: [
+						{
+							email: 'ada@example.com',
+							emailVerified: true,
+							name: 'Ada Lovelace',
+							passwordHash: '$2b$10$N9qo8uLOickgx2ZMRZoMyeIjZAgcfl7p92ldGxad68LJZdL17lhWy',
+							metadata: { theme: 'dark' },
+							identities: [{ provider: 'google', subject: '109876543210987654321' }],
+						},
+					],
+					onConflict: 'skip',
+				},
+			],
+		},
+	)
+
 	export const outcome = t.Object({
 		line: t.Integer({ minimum: 1, description: 'the line (or, in a JSON array, the item) of the input, from 1' }),
 		status: t.Union([t.Literal('created'), t.Literal('updated'), t.Literal('skipped'), t.Literal('failed')]),
 		id: t.Optional(t.String({ format: 'uuid' })),
 		error: t.Optional(t.String({ description: 'why the line failed: a sentence naming the member, never a hash or secret' })),
 	})
+
+	export const result = t.Object({ items: t.Array(outcome, { description: 'one per line, in line order' }) })
+}
+
+const checkLine = TypeCompiler.Compile(ImportModel.user)
+
+/**
+ * What makes a value not a line of Latchkey's format, as a sentence naming the member (the first problem found);
+ * undefined for a line the schema takes. Never quotes the value (it may be a hash or a secret).
+ */
+export function importLineProblem(value: unknown): string | undefined {
+	if (checkLine.Check(value)) return undefined
+	if (typeof value !== 'object' || value === null || Array.isArray(value)) return 'a line must be a JSON object (one user)'
+	const [first] = checkLine.Errors(value)
+	if (!first) return 'the line is not a user in Latchkey’s format'
+	const member = first.path.slice(1).replace(/\/(\d+)(?=\/|$)/g, '[$1]').replaceAll('/', '.') || 'the line'
+	return `${member}: ${first.message.charAt(0).toLowerCase()}${first.message.slice(1)}`
 }
 
 /** One user in Latchkey's format. */

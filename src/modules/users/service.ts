@@ -219,7 +219,7 @@ export class UsersService {
 			const deactivating = status === 'deactivated' && current.status !== 'deactivated'
 			const appliedEmail = changeWaitsForProof ? current.email : email
 			const emailChanges = appliedEmail !== current.email
-			const bumpsCredentials = newHash !== undefined || emailChanges || status !== current.status
+			const bumpsCredentials = bumpsCredentialsVersion(current, { email: appliedEmail, status }, newHash !== undefined)
 			if (changeWaitsForProof) await this.deps.email.onEmailChangeRequested(tx, current, email)
 			const [row] = await tx
 				.update(users)
@@ -251,9 +251,7 @@ export class UsersService {
 				...(emailChanges ? [{ way: 'email' as const, change: 'changed' as const, label: row.email }] : []),
 			]
 			await this.deps.notices.queue(tx, current, changes, client)
-			if (deactivating) await revokeUserSessions(tx, id, 'deactivated')
-			// A new password ends every other session: whoever knew the old one is logged out.
-			else if (newHash !== undefined) await revokeUserSessions(tx, id, 'password-changed', self ? caller.sessionId : undefined)
+			await endSessionsAfterChange(tx, id, { deactivating, passwordChanged: newHash !== undefined }, self ? caller.sessionId : undefined)
 			return { before: current, row }
 		})
 		await this.auditChanges(updated.before, updated.row, newHash !== undefined, caller, client)
@@ -338,6 +336,23 @@ function assertMayChange(input: ReplaceUserInput, current: UserRow, callerIsAdmi
 	if (input.appMetadata !== undefined && !Bun.deepEquals(input.appMetadata, current.appMetadata)) throw new Forbidden('Only admins may change appMetadata')
 }
 
+/**
+ * Whether a change of an account changes what signs it in (password, email, status): such a change bumps
+ * credentials_version, so that a login checked against the old state starts no session (PUT /users/{id}, and an
+ * import's update of an account).
+ */
+export const bumpsCredentialsVersion = (before: Pick<UserRow, 'email' | 'status'>, after: Pick<UserRow, 'email' | 'status'>, passwordChanged: boolean) =>
+	passwordChanged || before.email !== after.email || before.status !== after.status
+
+/**
+ * The sessions an admin's change of an account ends, in the change's transaction: all of them when it is
+ * deactivated; with a new password every one but `keepSessionId` (whoever knew the old password is logged out).
+ */
+export async function endSessionsAfterChange(tx: Queryable, userId: string, change: { deactivating: boolean; passwordChanged: boolean }, keepSessionId?: string) {
+	if (change.deactivating) await revokeUserSessions(tx, userId, 'deactivated')
+	else if (change.passwordChanged) await revokeUserSessions(tx, userId, 'password-changed', keepSessionId)
+}
+
 async function lockUser(tx: Queryable, id: string): Promise<UserRow> {
 	const [row] = await tx.select().from(users).where(eq(users.id, id)).for('update')
 	if (!row) throw new NotFound('No user with this id')
@@ -349,7 +364,7 @@ async function lockUser(tx: Queryable, id: string): Promise<UserRow> {
  * that two admins demoting each other at the same moment queue (never
  * deadlock) and cannot both succeed and leave none.
  */
-async function lockActiveAdmins(tx: Queryable): Promise<string[]> {
+export async function lockActiveAdmins(tx: Queryable): Promise<string[]> {
 	const admins = await tx
 		.select({ id: users.id })
 		.from(users)
@@ -359,7 +374,7 @@ async function lockActiveAdmins(tx: Queryable): Promise<string[]> {
 	return admins.map((admin) => admin.id)
 }
 
-function ensureAnotherActiveAdmin(activeAdmins: string[], leavingId: string) {
+export function ensureAnotherActiveAdmin(activeAdmins: string[], leavingId: string) {
 	if (!activeAdmins.some((id) => id !== leavingId))
 		throw new Conflict('last-admin', 'The last active admin can be neither deactivated nor demoted')
 }
