@@ -18,7 +18,8 @@ export const readKeycloak: ImportSource = async function* (file, options) {
 	// A first scan checks the whole document (a realm export is mostly the realm's settings, skipped); the second reads the users.
 	const outline = newOutline()
 	for await (const _ of jsonListItems(file, new Set(), outline, SHAPE));
-	if (outline.root !== 'object' || !outline.lists.has('users'))
+	// Both a realm export and its users files name the realm: what tells them from another service's `{ users }`.
+	if (outline.root !== 'object' || !outline.lists.has('users') || !outline.members.has('realm'))
 		throw new SourceFileError(`not a Keycloak export: expected ${SHAPE} (was the realm exported with --users realm_file, same_file or different_files?)`)
 	yield* readItems(jsonListItems(file, new Set(['users']), newOutline(), SHAPE), (value) => readUser(record(value), options))
 }
