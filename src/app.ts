@@ -308,6 +308,7 @@ export function createApp({ config, database, keys, oauthKey, log, counters, pee
 			accessTokenTtlSeconds: config.jwt.accessTtlSeconds,
 			refreshTokenTtlSeconds: config.jwt.refreshTtlSeconds,
 			dynamicRegistration: config.oauth.dynamicRegistration,
+			devicePollSeconds: config.oauth.devicePollSeconds,
 		},
 		clients: oauthDirectory,
 		browserSessions: providerView(browserSessions),

@@ -75,6 +75,44 @@ async function publishedOAuthKey(service: RunningBinary) {
 
 const permissions = (path: string) => (statSync(path).mode & 0o777).toString(8)
 
+/**
+ * Starts `count` contenders (support/secret-file-race.ts) and, once every one has loaded and said so, tells them
+ * all to go at once (a line on each one's standard input): the same moment, without a start time far enough
+ * ahead for the slowest to load under any load. Their exit codes, standard output after `ready`, and errors.
+ */
+async function race(count: number, args: string[]) {
+	const contenders = Array.from({ length: count }, () =>
+		Bun.spawn(['bun', RACER, ...args], { env: { PATH: process.env.PATH ?? '' }, stdin: 'pipe', stdout: 'pipe', stderr: 'pipe' }),
+	)
+	const outputs = contenders.map(async (child) => {
+		const decoder = new TextDecoder()
+		let out = ''
+		let ready!: () => void
+		const isReady = new Promise<void>((resolve) => (ready = resolve))
+		const reading = (async () => {
+			for await (const chunk of child.stdout) {
+				out += decoder.decode(chunk, { stream: true })
+				if (out.startsWith('ready\n')) ready()
+			}
+			ready()
+		})()
+		return { child, isReady, reading, out: () => out }
+	})
+	const started = await Promise.all(outputs)
+	await Promise.all(started.map(({ isReady }) => isReady))
+	for (const { child } of started) {
+		child.stdin.write('go\n')
+		child.stdin.end()
+	}
+	return Promise.all(
+		started.map(async ({ child, reading, out }) => {
+			const code = await child.exited
+			await reading
+			return { code, out: out().replace(/^ready\n/, ''), err: await new Response(child.stderr).text() }
+		}),
+	)
+}
+
 describe('in development', () => {
 	test('a restart on the same DATA_DIR keeps sessions, TOTP factors and the ID tokens\' key: the keys made at the first start are kept there, 0600', async () => {
 		const dataDir = join(folder, 'restart', 'data')
@@ -256,11 +294,7 @@ describe('in development', () => {
 	test('processes starting at the same moment on empty folders end with one key per folder, made by one of them', async () => {
 		const root = join(folder, 'race')
 		const folders = 200
-		const startAt = String(Date.now() + 1500)
-		const contenders = Array.from({ length: 4 }, () =>
-			Bun.spawn(['bun', RACER, root, String(folders), startAt], { env: { PATH: process.env.PATH ?? '' }, stdout: 'pipe', stderr: 'pipe' }),
-		)
-		const outputs = await Promise.all(contenders.map(async (child) => ({ code: await child.exited, out: await new Response(child.stdout).text(), err: await new Response(child.stderr).text() })))
+		const outputs = await race(4, [root, String(folders)])
 		for (const output of outputs) expect({ code: output.code, err: output.err }).toEqual({ code: 0, err: '' })
 		const results = outputs.map((output) => output.out.trim().split('\n').map((line) => JSON.parse(line) as { folder: number; digest: string; created: boolean }))
 		for (let i = 0; i < folders; i++) {
@@ -278,11 +312,7 @@ describe('in development', () => {
 	test('the RSA key too: contenders that each take a tenth of a second to make one still end with one key per folder', async () => {
 		const root = join(folder, 'race-oauth')
 		const folders = 6
-		const startAt = String(Date.now() + 1500)
-		const contenders = Array.from({ length: 3 }, () =>
-			Bun.spawn(['bun', RACER, root, String(folders), startAt, 'oauth'], { env: { PATH: process.env.PATH ?? '' }, stdout: 'pipe', stderr: 'pipe' }),
-		)
-		const outputs = await Promise.all(contenders.map(async (child) => ({ code: await child.exited, out: await new Response(child.stdout).text(), err: await new Response(child.stderr).text() })))
+		const outputs = await race(3, [root, String(folders), 'oauth'])
 		for (const output of outputs) expect({ code: output.code, err: output.err }).toEqual({ code: 0, err: '' })
 		const results = outputs.map((output) => output.out.trim().split('\n').map((line) => JSON.parse(line) as { folder: number; digest: string; created: boolean }))
 		for (let i = 0; i < folders; i++) {

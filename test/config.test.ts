@@ -243,9 +243,9 @@ describe('APP_URL, PUBLIC_URL and where links point', () => {
 })
 
 describe('the provider and its pages', () => {
-	test('defaults: no dynamic registration, no key set (development makes one), no branding beyond APP_NAME', () => {
+	test('defaults: no dynamic registration, no key set (development makes one), devices polling every 5 s, no branding beyond APP_NAME', () => {
 		const config = loadConfig({})
-		expect(config.oauth).toEqual({ dynamicRegistration: false, signingKey: { pem: undefined, file: undefined } })
+		expect(config.oauth).toEqual({ dynamicRegistration: false, devicePollSeconds: 5, signingKey: { pem: undefined, file: undefined } })
 		expect(config.pages).toEqual({ dir: undefined, brandLogoUrl: undefined, brandColor: undefined, appName: 'Latchkey' })
 	})
 
@@ -255,12 +255,13 @@ describe('the provider and its pages', () => {
 			const config = loadConfig({
 				OAUTH_DYNAMIC_REGISTRATION: 'true',
 				OAUTH_SIGNING_KEY: TEST_OAUTH_SIGNING_KEY,
+				OAUTH_DEVICE_POLL_SECONDS: '0.5',
 				BRAND_LOGO_URL: 'https://cdn.example.com/logo.svg',
 				BRAND_COLOR: '#0A7c5F',
 				PAGES_DIR: folder,
 				APP_NAME: 'Acme Vault',
 			})
-			expect(config.oauth).toEqual({ dynamicRegistration: true, signingKey: { pem: TEST_OAUTH_SIGNING_KEY.trim(), file: undefined } })
+			expect(config.oauth).toEqual({ dynamicRegistration: true, devicePollSeconds: 0.5, signingKey: { pem: TEST_OAUTH_SIGNING_KEY.trim(), file: undefined } })
 			expect(config.pages).toEqual({ dir: folder, brandLogoUrl: 'https://cdn.example.com/logo.svg', brandColor: '#0A7c5F', appName: 'Acme Vault' })
 			expect(loadConfig({ BRAND_COLOR: '#fa0' }).pages.brandColor).toBe('#fa0')
 			for (const logo of ['http://localhost:5174/logo.png', 'http://127.0.0.1/logo.png', 'http://[::1]:8080/logo.png'])

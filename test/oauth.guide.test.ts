@@ -45,7 +45,8 @@ beforeAll(async () => {
 	const port = 20000 + Math.floor(Math.random() * 20000)
 	issuer = `http://127.0.0.1:${port}`
 	// The /auth budget on, as deployed (the test app turns it off): the snippets' token requests pass its per-client key.
-	t = await startTestApp({ PUBLIC_URL: issuer, AUTH_RATE_LIMIT_MAX: '100' })
+	// The command-line tool polls as the provider says: every tenth of a second here, not every 5 s (the default).
+	t = await startTestApp({ PUBLIC_URL: issuer, AUTH_RATE_LIMIT_MAX: '100', OAUTH_DEVICE_POLL_SECONDS: '0.1' })
 	t.app.listen({ port, hostname: '127.0.0.1' })
 	account = await signUp(t)
 	cookie = await browserCookie(t, account)

@@ -526,6 +526,8 @@ describe('device authorization (RFC 8628)', () => {
 			await oauth.deviceAuthorizationRequest(as, device.client, device.auth, new URLSearchParams({ scope: 'openid email' }), through(t)),
 		)
 		expect(started.verification_uri).toBe(`${ISSUER}/device`)
+		// RFC 8628 §3.2's interval, said rather than left for the device to assume: OAUTH_DEVICE_POLL_SECONDS's default.
+		expect(started.interval).toBe(5)
 		const pending = await oauth.deviceCodeGrantRequest(as, device.client, device.auth, started.device_code, through(t))
 		expect(pending.status).toBe(400)
 		expect(((await pending.json()) as { error: string }).error).toBe('authorization_pending')

@@ -190,6 +190,7 @@ export const EnvSchema = T.Object({
 	),
 	OAUTH_SIGNING_KEY_FILE: T.Optional(T.String({ minLength: 1, description: 'path of a file holding that PEM key (instead of OAUTH_SIGNING_KEY)' })),
 	OAUTH_DYNAMIC_REGISTRATION: T.Boolean({ default: false, description: 'RFC 7591 dynamic client registration, open to anyone' }),
+	OAUTH_DEVICE_POLL_SECONDS: seconds(5, 'how long a device waits between two polls of the token endpoint in the device flow, sent as RFC 8628\'s `interval` (5 is also what a client assumes without it); fractions allowed'),
 	BRAND_LOGO_URL: T.Optional(T.String({ description: 'the logo the pages show: an https:// URL (http:// on loopback only)' })),
 	BRAND_COLOR: T.Optional(T.String({ pattern: '^#([0-9a-fA-F]{3}|[0-9a-fA-F]{6})$', description: 'the pages\' accent colour, a CSS hex colour (#rgb or #rrggbb)' })),
 	PAGES_DIR: T.Optional(
@@ -492,6 +493,7 @@ function toConfig(env: Env, providers: OidcProviderSettings[] = []) {
 		},
 		oauth: {
 			dynamicRegistration: env.OAUTH_DYNAMIC_REGISTRATION,
+			devicePollSeconds: env.OAUTH_DEVICE_POLL_SECONDS,
 			/** The PEM itself, or the file holding it (src/crypto/oauth-signing-key.ts reads and checks either); in development, made and kept in DATA_DIR when both are unset. */
 			signingKey: { pem: env.OAUTH_SIGNING_KEY, file: env.OAUTH_SIGNING_KEY_FILE },
 		},

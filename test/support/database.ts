@@ -80,10 +80,17 @@ async function freshPglite(): Promise<PGlite> {
  * landing in the next file's data). Closing the handle closes the PGlite for good (db.unavailable does).
  */
 function lend(client: PGlite): TestDatabase {
+	// Methods bound once, not at every call (every query goes through here).
+	const bound = new Map<PropertyKey, { of: Function; bound: Function }>()
 	const { proxy, revoke } = Proxy.revocable(client, {
 		get: (target, key) => {
 			const value = Reflect.get(target, key, target)
-			return typeof value === 'function' ? value.bind(target) : value
+			if (typeof value !== 'function') return value
+			const known = bound.get(key)
+			if (known && known.of === value) return known.bound
+			const method = { of: value, bound: value.bind(target) }
+			bound.set(key, method)
+			return method.bound
 		},
 	})
 	const channels = new Set<string>()

@@ -55,6 +55,8 @@ export interface ProviderSettings {
 	accessTokenTtlSeconds: number
 	refreshTokenTtlSeconds: number
 	dynamicRegistration: boolean
+	/** RFC 8628's `interval`, sent with each device authorization: how long a device waits between two polls. */
+	devicePollSeconds: number
 }
 
 /** The pages the library itself shows (its sign-out question, its sign-out answer, its errors), as HTML. */
@@ -545,6 +547,10 @@ function createProvider(library: Library, deps: ProviderDeps): Provider {
 	// "Sign out" at RP-initiated logout ended the Latchkey session (the adapter's destroy); the browser's cookie goes too.
 	provider.on('end_session.success', (ctx) => {
 		if (ctx.oidc.params?.logout) ctx.append('Set-Cookie', CLEARED_BROWSER_SESSION)
+	})
+	// The library sends no `interval`, which a device then takes to be 5 s; the setting's, said (tests poll at once).
+	provider.on('device_authorization.success', (_ctx, body: Record<string, unknown>) => {
+		body.interval = settings.devicePollSeconds
 	})
 	provider.on('server_error', (_ctx, error) => deps.log.error({ error: error instanceof Error ? error.name : 'error' }, 'OpenID Provider error'))
 	return provider
