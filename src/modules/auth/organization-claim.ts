@@ -30,10 +30,13 @@ export const toOrganizationClaim = (row: { id: string; slug: string; roles: stri
 
 /**
  * The claim of `userId` in organization `organizationId`, if it holds now: a member of an active organization.
- * `lock` takes a share lock on the membership row (inside a transaction), so that the membership cannot be removed
- * or changed between this read and the commit of what it decided (a refresh's switch).
+ * `lock` takes share locks on the organization's row, then on the membership row (inside a transaction), so that the
+ * membership cannot be removed or changed between this read and the commit of what it decided (a refresh's switch).
+ * The organization first: every change of membership locks the organization's row before the member's
+ * (organizations/access.ts), and two transactions that lock the same rows in another order can deadlock.
  */
 export async function organizationClaimOf(db: Queryable, userId: string, organizationId: string, options: { lock?: boolean } = {}): Promise<OrganizationClaim | undefined> {
+	if (options.lock) await db.select({ id: organizations.id }).from(organizations).where(eq(organizations.id, organizationId)).for('share')
 	const query = db
 		.select({ id: organizations.id, slug: organizations.slug, roles: organizationMembers.roles, permissions: permissionsOfRoles(organizationMembers.roles) })
 		.from(organizationMembers)
