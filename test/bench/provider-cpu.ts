@@ -5,7 +5,10 @@
  * With every core busy, throughput is the cores ÷ the sum of the three, so their sums compare the two requests.
  *
  *   bun test/bench/provider-cpu.ts [--binary dist/latchkey] [--seconds 5] [--database latchkey_bench_speed] [--users 1000000]
- *       [--server postgres://postgres@127.0.0.1:5432/postgres]
+ *       [--server postgres://postgres@127.0.0.1:5432/postgres] [--all]
+ *
+ * `--all` runs every scenario of the section before the two reads, in the bench's order (sign-ins, pages, code
+ * exchanges and refreshes write the tables the reads then read), and prints every scenario's row.
  */
 import { benchServiceEnv } from './service-env'
 import { mkdirSync, openSync, readFileSync } from 'node:fs'
@@ -27,6 +30,7 @@ const { values: args } = parseArgs({
 		users: { type: 'string', default: '1000000' },
 		server: { type: 'string', default: 'postgres://postgres@127.0.0.1:5432/postgres' },
 		database: { type: 'string', default: 'latchkey_bench_speed' },
+		all: { type: 'boolean', default: false },
 	},
 })
 const artifacts = join(ROOT, 'test-artifacts')
@@ -51,8 +55,8 @@ const result = await providerSection<Measured, string>({
 	seconds: Number(args.seconds),
 	password: SEED_PASSWORD,
 	cores: navigator.hardwareConcurrency,
-	log: () => {},
-	scenarios: new Set(['userinfo', 'users-me']),
+	log: (message) => console.error(`[cpu ${new Date().toISOString().slice(11, 19)}] ${message}`),
+	scenarios: args.all ? undefined : new Set(['userinfo', 'users-me']),
 	measure: async (_target, run) => {
 		const pids = await backends()
 		const postgres0 = pids.map(pidCpu)
@@ -92,6 +96,6 @@ const result = await providerSection<Measured, string>({
 		return { pid: child.pid, url, readyAfterMs: 0, stop: async () => { child.kill('SIGTERM'); await child.exited } }
 	},
 })
-for (const line of result.rows.filter((row) => row.startsWith('provider-users-me') || row.startsWith('provider-userinfo'))) console.log(line)
+for (const line of result.rows.filter((row) => args.all || row.startsWith('provider-users-me') || row.startsWith('provider-userinfo'))) console.log(line)
 console.log(`userinfo ÷ /users/me: ${(result.figures.userinfoRatio * 100).toFixed(0)}% by rate; load average ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')} at the end`)
 await admin.end()
