@@ -73,7 +73,14 @@ describe('an operator', () => {
 		const context = await browser.newContext({ viewport: { width: 1280, height: 800 } })
 		const { page, violations } = await signInToConsole(context, admin.email)
 		expect(new URL(page.url()).pathname).toBe('/console')
-		// The whole table's total is the planner's estimate or a count: either way a number of users.
+		// The whole table's total is the planner's estimate or a count: either way a number of users. When it does not
+		// come, the failure says what the page shows instead (a problem's sentence, a sign-in), not only that it timed out.
+		await page
+			.locator('.total')
+			.waitFor({ timeout: 30_000 })
+			.catch(async (error: unknown) => {
+				throw new Error(`no total on the users list; the page (${page.url()}) shows: ${await page.locator('body').innerText().catch(() => '(nothing)')}`, { cause: error })
+			})
 		await expect(page.locator('.total').textContent()).resolves.toMatch(/\d+ users?/)
 		// The tokens are the tab's: in sessionStorage, never a cookie a script could read.
 		expect(await page.evaluate("Object.keys(sessionStorage).includes('latchkey-console:tokens')")).toBe(true)
