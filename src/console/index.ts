@@ -22,6 +22,16 @@ export interface ConsoleDeps {
 	pageHeaders: Record<string, string>
 }
 
+/** The console's sections, in the bar. */
+const NAV = [
+	['/users', 'Users'],
+	['/organizations', 'Organizations'],
+	['/oauth-clients', 'OAuth clients'],
+	['/webhooks', 'Webhooks'],
+	['/audit', 'Audit log'],
+	['/settings', 'Settings'],
+] as const
+
 const escape = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
 
 function shell({ issuer, appName }: ConsoleDeps, script: string, styles: string) {
@@ -40,7 +50,7 @@ function shell({ issuer, appName }: ConsoleDeps, script: string, styles: string)
 <a class="skip" href="#main">Skip to the content</a>
 <header class="bar">
 <span class="brand">${escape(appName)} console</span>
-<nav id="nav" aria-label="Console" hidden><a href="${CONSOLE_PATH}/users" data-nav>Users</a></nav>
+<nav id="nav" aria-label="Console" hidden>${NAV.map(([path, label]) => `<a href="${CONSOLE_PATH}${path}" data-nav>${label}</a>`).join('')}</nav>
 <span id="who"></span>
 <button id="sign-out" type="button" class="secondary" hidden>Sign out</button>
 </header>

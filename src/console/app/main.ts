@@ -6,8 +6,31 @@ import { api } from './api'
 import { h, replace } from './dom'
 import { accessToken, finishSignIn, forgetTokens, signIn, signOut, SignInFailed } from './session'
 import { focusHeading, main, navigate, onNavigate, showProblem } from './shell'
+import { auditView } from './audit'
+import { oauthClientView, oauthClientsView } from './oauth-clients'
+import { organizationView, organizationsView } from './organizations'
+import { settingsView } from './settings'
 import { usersView } from './users'
 import { userView } from './user'
+import { webhookView, webhooksView } from './webhooks'
+
+type View = (main: HTMLElement, url: URL, id: string) => Promise<void>
+const ID = '([0-9a-fA-F-]{36})'
+
+/** The console's views by path (after /console, no trailing slash); `id` is the first group matched. */
+const VIEWS: Array<[RegExp, View]> = [
+	[/^(?:\/users)?$/, (main, url) => usersView(main, url)],
+	[new RegExp(`^/users/${ID}$`), (main, _url, id) => userView(main, id)],
+	[/^\/organizations$/, (main, url) => organizationsView(main, url)],
+	[new RegExp(`^/organizations/${ID}$`), (main, url, id) => organizationView(main, url, id)],
+	[/^\/oauth-clients$/, (main, url) => oauthClientsView(main, url)],
+	// A client's page is named by its client_id (`latchkey-console` is one), as the API names it.
+	[/^\/oauth-clients\/([A-Za-z0-9._~-]{1,200})$/, (main, url, id) => oauthClientView(main, url, id)],
+	[/^\/webhooks$/, (main, url) => webhooksView(main, url)],
+	[new RegExp(`^/webhooks/${ID}$`), (main, url, id) => webhookView(main, url, id)],
+	[/^\/audit$/, (main, url) => auditView(main, url)],
+	[/^\/settings$/, (main, url) => settingsView(main, url)],
+]
 
 const who = document.getElementById('who') as HTMLElement
 const signOutButton = document.getElementById('sign-out') as HTMLButtonElement
@@ -55,10 +78,14 @@ async function render(): Promise<void> {
 		return
 	}
 	nav.hidden = false
-	const path = url.pathname.replace(/\/+$/, '')
-	const userPath = /^\/console\/users\/([0-9a-fA-F-]{36})$/.exec(path)
-	if (path === '/console' || path === '/console/users') await usersView(main, url)
-	else if (userPath?.[1]) await userView(main, userPath[1])
+	const path = url.pathname.replace(/\/+$/, '').slice('/console'.length)
+	const found = VIEWS.map(([pattern, view]) => [pattern.exec(path), view] as const).find(([match]) => match)
+	for (const link of nav.querySelectorAll('a')) {
+		const section = link.pathname.slice('/console'.length)
+		if (section === path || path.startsWith(`${section}/`) || (section === '/users' && path === '')) link.setAttribute('aria-current', 'page')
+		else link.removeAttribute('aria-current')
+	}
+	if (found) await found[1](main, url, found[0]?.[1] ?? '')
 	else replace(main, h('h1', {}, 'Not found'), h('p', {}, 'The console has no page at this address. '), h('a', { href: '/console/users', 'data-nav': true }, 'Go to the users'))
 	document.title = `${main.querySelector('h1')?.textContent ?? 'Console'} · Console`
 }

@@ -6,27 +6,10 @@
 import { api } from './api'
 import { confirmAction } from './confirm'
 import { count, h, replace, when } from './dom'
+import { facts, section, table } from './parts'
 import { announce, focusHeading, showProblem } from './shell'
 
 type ApiError = { status: number; value: unknown } | null
-
-function section(id: string, title: string, ...content: Array<Node | string | false | undefined>) {
-	return h('section', { 'aria-labelledby': `${id}-heading`, class: 'panel' }, h('h2', { id: `${id}-heading` }, title), ...content)
-}
-
-function table(caption: string, headings: string[], rows: Array<Array<Node | string>>) {
-	return h(
-		'div',
-		{ class: 'table-wrap', role: 'region', 'aria-label': caption, tabindex: '0' },
-		h(
-			'table',
-			{},
-			h('caption', { class: 'visually-hidden' }, caption),
-			h('thead', {}, h('tr', {}, ...headings.map((heading) => h('th', { scope: 'col' }, heading)))),
-			h('tbody', {}, ...rows.map((cells) => h('tr', {}, ...cells.map((cell) => h('td', {}, cell))))),
-		),
-	)
-}
 
 const describe = (userAgent: string | null) => (userAgent ? (userAgent.length > 80 ? `${userAgent.slice(0, 77)}…` : userAgent) : 'Unknown device')
 
@@ -163,10 +146,7 @@ export async function userView(main: HTMLElement, id: string, keepFocus = false)
 		section(
 			'profile',
 			'Profile',
-			h(
-				'dl',
-				{ class: 'facts' },
-				...([
+			facts([
 					['Email', person.email],
 					['Name', person.name || '—'],
 					['Role', isAdmin ? 'Administrator' : 'User'],
@@ -176,8 +156,7 @@ export async function userView(main: HTMLElement, id: string, keepFocus = false)
 					['Created', when(person.createdAt)],
 					['Updated', when(person.updatedAt)],
 					['ID', person.id],
-				] as const).flatMap(([term, value]) => [h('dt', {}, term), h('dd', {}, value)]),
-			),
+			]),
 			h('div', { class: 'actions' }, active ? deactivate : reactivate, roleButton),
 		),
 		section(

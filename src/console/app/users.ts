@@ -6,6 +6,7 @@
  */
 import { api } from './api'
 import { count, h, replace, when } from './dom'
+import { pager } from './parts'
 import { focusHeading, navigate, showProblem } from './shell'
 
 const SORTS = [
@@ -15,16 +16,6 @@ const SORTS = [
 	['-email', 'Email Z–A'],
 ] as const
 type Sort = (typeof SORTS)[number][0]
-
-interface PageState {
-	/** The cursors of the pages before this one, oldest first (null: the first page). */
-	before: Array<string | null>
-}
-
-const stateOf = (value: unknown): PageState => {
-	const before = (value as PageState | null)?.before
-	return { before: Array.isArray(before) ? before.filter((cursor) => cursor === null || typeof cursor === 'string') : [] }
-}
 
 function select(name: string, label: string, value: string, options: ReadonlyArray<readonly [string, string]>) {
 	return h(
@@ -42,7 +33,6 @@ export async function usersView(main: HTMLElement, url: URL) {
 	const status = query.get('status') ?? ''
 	const sort = (SORTS.some(([value]) => value === query.get('sort')) ? query.get('sort') : '-createdAt') as Sort
 	const cursor = query.get('cursor')
-	const { before } = stateOf(history.state)
 	const filtered = q !== '' || role !== '' || status !== ''
 
 	const form = h(
@@ -116,29 +106,13 @@ export async function usersView(main: HTMLElement, url: URL) {
 			)
 		: h('p', {}, filtered ? 'No user matches this search.' : 'There are no users yet.')
 
-	const previous = h('button', { type: 'button', class: 'secondary', disabled: before.length === 0 && !cursor }, 'Previous page')
-	const next = h('button', { type: 'button', class: 'secondary', disabled: !page.nextCursor }, 'Next page')
-	const pageUrl = (pageCursor: string | null) => {
-		const target = new URLSearchParams(query)
-		if (pageCursor) target.set('cursor', pageCursor)
-		else target.delete('cursor')
-		return `/console/users${target.size ? `?${target}` : ''}`
-	}
-	previous.addEventListener('click', () => {
-		const back = before.at(-1) ?? null
-		void navigate(pageUrl(back), { before: before.slice(0, -1) })
-	})
-	next.addEventListener('click', () => {
-		if (page.nextCursor) void navigate(pageUrl(page.nextCursor), { before: [...before, cursor] })
-	})
-	// A page opened from its address alone (a bookmark) knows no pages before it: no number is better than a wrong one.
-	const pageNumber = cursor && before.length === 0 ? undefined : before.length + 1
+	const pages = pager('/console/users', query, page.nextCursor)
 	replace(
 		results,
 		h('h2', { id: 'results-heading', class: 'visually-hidden' }, 'Results'),
-		h('p', { class: 'total', role: 'status' }, totalText, page.items.length && pageNumber ? ` · page ${count(pageNumber)}` : ''),
+		h('p', { class: 'total', role: 'status' }, totalText, page.items.length ? pages.label : ''),
 		table,
-		h('nav', { class: 'pager', 'aria-label': 'Pages' }, previous, next),
+		pages.nav,
 	)
 	if (document.activeElement === document.body || !main.contains(document.activeElement)) focusHeading()
 }

@@ -1,0 +1,13 @@
+/** OAuth clients: to be built (issue 28). */
+import { h, replace } from './dom'
+import { focusHeading } from './shell'
+
+export async function oauthClientsView(main: HTMLElement, _url: URL) {
+	replace(main, h('h1', {}, 'OAuth clients'), h('p', {}, 'Not built yet.'))
+	focusHeading()
+}
+
+export async function oauthClientView(main: HTMLElement, _url: URL, id: string) {
+	replace(main, h('h1', {}, 'OAuth clients'), h('p', {}, `Not built yet: ${id}.`))
+	focusHeading()
+}

@@ -1,0 +1,68 @@
+/**
+ * The pieces every view is made of: a titled panel, a table with a caption, a list of facts, and keyset pages
+ * whose "Previous" goes back through exactly the pages seen (their cursors live in the tab's history entry).
+ */
+import { count, h } from './dom'
+import { navigate } from './shell'
+
+type Content = Node | string | false | undefined | null
+
+/** A panel with its own heading (`{id}-heading`), named by it for screen readers. */
+export function section(id: string, title: string, ...content: Array<Content | Content[]>) {
+	return h('section', { 'aria-labelledby': `${id}-heading`, class: 'panel' }, h('h2', { id: `${id}-heading` }, title), ...content.flat())
+}
+
+/** A table in a scrollable region (320 px wide screens), its caption read by screen readers. */
+export function table(caption: string, headings: string[], rows: Array<Array<Node | string>>) {
+	return h(
+		'div',
+		{ class: 'table-wrap', role: 'region', 'aria-label': caption, tabindex: '0' },
+		h(
+			'table',
+			{},
+			h('caption', { class: 'visually-hidden' }, caption),
+			h('thead', {}, h('tr', {}, ...headings.map((heading) => h('th', { scope: 'col' }, heading)))),
+			h('tbody', {}, ...rows.map((cells) => h('tr', {}, ...cells.map((cell) => h('td', {}, cell))))),
+		),
+	)
+}
+
+/** Terms and their values, as a definition list. */
+export function facts(entries: ReadonlyArray<readonly [string, Node | string]>) {
+	return h('dl', { class: 'facts' }, ...entries.flatMap(([term, value]) => [h('dt', {}, term), h('dd', {}, value)]))
+}
+
+interface PageState {
+	/** The cursors of the pages before this one, oldest first (null: the first page). */
+	before: Array<string | null>
+}
+
+/** The cursors before the current page, from the history entry (a bookmark has none). */
+export const pagesBefore = (): Array<string | null> => {
+	const before = (history.state as PageState | null)?.before
+	return Array.isArray(before) ? before.filter((cursor) => cursor === null || typeof cursor === 'string') : []
+}
+
+/**
+ * "Previous page" and "Next page" for a keyset list at `path` with `query` (its filters and `cursor`), and the page's
+ * number when it is known. A new search starts with `navigate(url, { before: [] })`.
+ */
+export function pager(path: string, query: URLSearchParams, nextCursor: string | null | undefined) {
+	const cursor = query.get('cursor')
+	const before = pagesBefore()
+	const pageUrl = (pageCursor: string | null) => {
+		const target = new URLSearchParams(query)
+		if (pageCursor) target.set('cursor', pageCursor)
+		else target.delete('cursor')
+		return `${path}${target.size ? `?${target}` : ''}`
+	}
+	const previous = h('button', { type: 'button', class: 'secondary', disabled: before.length === 0 && !cursor }, 'Previous page')
+	const next = h('button', { type: 'button', class: 'secondary', disabled: !nextCursor }, 'Next page')
+	previous.addEventListener('click', () => void navigate(pageUrl(before.at(-1) ?? null), { before: before.slice(0, -1) }))
+	next.addEventListener('click', () => {
+		if (nextCursor) void navigate(pageUrl(nextCursor), { before: [...before, cursor] })
+	})
+	// A page opened from its address alone (a bookmark) knows no pages before it: no number is better than a wrong one.
+	const number = cursor && before.length === 0 ? undefined : before.length + 1
+	return { nav: h('nav', { class: 'pager', 'aria-label': 'Pages' }, previous, next), number, label: number ? ` · page ${count(number)}` : '' }
+}
