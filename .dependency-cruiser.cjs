@@ -2,7 +2,7 @@
 // Type-only imports count like any other (tsPreCompilationDeps): a type is a dependency too.
 
 /** Module folders, lowest first: a module imports only from those before it (and from the meeting points below). */
-const MODULE_ORDER = ['auth', 'audit', 'users', 'factors', 'email', 'oidc', 'webhooks', 'oauth', 'organizations', 'imports', 'health', 'docs']
+const MODULE_ORDER = ['auth', 'audit', 'users', 'factors', 'email', 'oidc', 'webhooks', 'oauth', 'organizations', 'imports', 'settings', 'health', 'docs']
 
 /**
  * Where modules meet without an order: a module's model.ts (its contract: schemas and how a row is shown), the

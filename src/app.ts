@@ -45,6 +45,7 @@ import { oauthClientsModule } from './modules/oauth/routes'
 import { identitiesModule, oidcModule } from './modules/oidc'
 import { ProviderDirectory } from './modules/oidc/providers'
 import { ProviderSignIn } from './modules/oidc/service'
+import { settingsModule } from './modules/settings'
 import { usersModule } from './modules/users'
 import { importsModule } from './modules/imports'
 import { USER_IMPORTS_BODY_LIMIT_BYTES, USER_IMPORTS_PATH } from './modules/imports/model'
@@ -352,6 +353,7 @@ export function createApp({ config, database, keys, oauthKey, log, counters, pee
 		.use(emailModule({ email }))
 		.use(config.mail.codeSignIn ? emailCodeSignInModule({ codeSignIn, guard, jwt: config.jwt }) : new Elysia({ name: 'email-code-sign-in-off' }))
 		.use(auditModule({ audit, guard }))
+		.use(settingsModule({ settings: config.settings, guard }))
 		.use(webhooksModule({ webhooks, guard }))
 		.use(oauthClientsModule({ clients: oauthClients, consents: oauthConsents, guard }))
 		.use(

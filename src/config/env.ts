@@ -2,6 +2,7 @@ import { Type as T, type Static, type TSchema } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
 import { accessSync, constants, statSync } from 'node:fs'
 import { RSA_KEY_COMMAND } from './rsa-key'
+import { generatedSecret, recordSettings, type SettingRecord, type SettingValue } from './settings'
 import { parseTrustedProxies } from './trust-proxy'
 
 /**
@@ -211,7 +212,8 @@ export const EnvSchema = T.Object({
 
 export type Env = Static<typeof EnvSchema>
 
-export type Config = ReturnType<typeof toConfig>
+/** The settings in effect, and a record of each (its value unless a secret, where it came from) for GET /api/settings. */
+export type Config = ReturnType<typeof toConfig> & { settings: SettingRecord[] }
 
 export class ConfigError extends Error {
 	constructor(readonly problems: string[]) {
@@ -263,8 +265,49 @@ export function loadConfig(source: Record<string, string | undefined> = process.
 	const oidc = problems.length === 0 ? oidcProviders(candidate as Env, source) : { providers: [], problems: [] }
 	problems.push(...oidc.problems)
 	if (problems.length > 0) throw new ConfigError(problems)
-	return toConfig(candidate as Env, oidc.providers)
+	const config = toConfig(candidate as Env, oidc.providers)
+	const settings = recordSettings({
+		properties: EnvSchema.properties,
+		given: raw,
+		values: candidate,
+		derived: derivedDefaults(config),
+		secretNames: SECRET_NAMES,
+		providers: oidc.providers.map((provider) => {
+			const prefix = providerPrefix(provider.id)
+			const given = Object.fromEntries(['ISSUER', 'CLIENT_ID', 'CLIENT_SECRET', 'SCOPES', 'LABEL'].map((suffix) => [suffix, source[prefix + suffix]?.trim() || undefined]))
+			const effective = { ISSUER: provider.issuer, CLIENT_ID: provider.clientId, CLIENT_SECRET: provider.clientSecret, SCOPES: provider.scopes, LABEL: provider.label }
+			return { prefix, given, effective }
+		}),
+	})
+	// Outside production with DATA_DIR=memory://, each process makes its own keys (auth/keys, crypto/data-keys,
+	// crypto/oauth-signing-key); with a folder, keepDevelopmentSecrets records those it makes or reads there.
+	const perProcess = !config.production && config.dataDir.startsWith('memory://') ? DEVELOPMENT_SECRETS.filter((name) => name !== 'JWT_SECRET' || config.jwt.algorithm === 'HS256') : []
+	return { ...config, settings: perProcess.reduce((records, name) => generatedSecret(records, name, 'generated at random for this process only (DATA_DIR=memory://), not kept'), settings) }
 }
+
+/** The secrets made up outside production when the environment leaves them unset. */
+const DEVELOPMENT_SECRETS = ['JWT_SECRET', 'DATA_ENCRYPTION_KEY', 'OAUTH_SIGNING_KEY']
+
+/** What the config derives for settings the schema gives no default (their defaults depend on other settings). */
+function derivedDefaults(config: ReturnType<typeof toConfig>): Partial<Record<keyof Env, SettingValue>> {
+	return {
+		PUBLIC_URL: config.publicUrl,
+		CORS_ORIGINS: config.cors.origins.join(',') || null,
+		DOCS_ENABLED: config.docsEnabled,
+		EMAIL_VERIFY_URL: config.mail.verifyUrl,
+		PASSWORD_RESET_URL: config.mail.resetUrl,
+		MAIL_FROM: config.mail.from,
+		RECOVERY_URL: config.mail.recoveryUrl,
+		INVITATION_URL: config.mail.invitationUrl,
+		WEBAUTHN_RP_ID: config.mfa.rpId,
+		WEBAUTHN_RP_NAME: config.mfa.rpName,
+		WEBAUTHN_ORIGINS: config.mfa.origins.join(','),
+		REDIRECT_URLS: config.oidc.redirectUrls.join(','),
+	}
+}
+
+/** The prefix of a provider's settings: OIDC_<NAME>_, the name in upper case with `-` as `_`. */
+const providerPrefix = (id: string) => `OIDC_${id.toUpperCase().replaceAll('-', '_')}_`
 
 export interface OidcProviderSettings {
 	/** The name in OIDC_PROVIDERS: the provider's id in routes. */
@@ -285,7 +328,7 @@ function oidcProviders(env: Env, source: Record<string, string | undefined>): { 
 	const problems: string[] = []
 	const production = env.NODE_ENV === 'production'
 	for (const id of list(env.OIDC_PROVIDERS)) {
-		const prefix = `OIDC_${id.toUpperCase().replaceAll('-', '_')}_`
+		const prefix = providerPrefix(id)
 		const read = (name: string) => source[prefix + name]?.trim() || undefined
 		const issuer = read('ISSUER')
 		const clientId = read('CLIENT_ID')

@@ -4,6 +4,7 @@ import type { Logger } from '../log'
 import type { Config } from './env'
 import { isDataKey } from './env'
 import { generateRsaPem, readRsaPrivateKey } from './rsa-key'
+import { generatedSecret } from './settings'
 
 /** The folder inside DATA_DIR that holds secrets made up in development (the snapshot unpacking ignores it). */
 export const KEYS_FOLDER = 'keys'
@@ -143,9 +144,11 @@ export const OAUTH_SIGNING_KEY_KEPT: SecretFileSpec = {
  */
 export function keepDevelopmentSecrets(config: Config, log: Logger): Config {
 	if (config.production || config.dataDir.startsWith('memory://')) return config
+	let settings = config.settings
 	const folder = join(config.dataDir, KEYS_FOLDER)
 	const keep = (spec: SecretFileSpec) => {
 		const kept = readOrCreateSecretFile(folder, spec)
+		settings = generatedSecret(settings, spec.setting, `generated in development, kept in DATA_DIR (${join(KEYS_FOLDER, spec.file)})`)
 		const fields = { setting: spec.setting, file: kept.path }
 		if (kept.created)
 			log.warn(fields, `${spec.setting} is not set: generated one and kept it in ${kept.path} (development only; production requires ${spec.setting})`)
@@ -167,5 +170,6 @@ export function keepDevelopmentSecrets(config: Config, log: Logger): Config {
 		jwt: { ...config.jwt, secret: jwtSecret },
 		dataKeys: { ...config.dataKeys, current: dataKey },
 		oauth: { ...config.oauth, signingKey: oauthKey },
+		settings,
 	}
 }

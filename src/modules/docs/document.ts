@@ -78,6 +78,7 @@ const TAGS = [
 			'Sign-in with OpenID Connect providers (Google, Microsoft Entra, Keycloak…): the browser goes to `…/authorization`, the provider sends it back to `…/callback`, which redirects to the frontend with a one-time `code` (or an `error`); the frontend exchanges the code and its PKCE verifier at POST /auth/sessions.',
 	},
 	{ name: 'Audit', description: 'Security events, for admins.' },
+	{ name: 'Settings', description: 'The settings in effect, where each came from, and whether each secret is set (never its value), for admins.' },
 	{
 		name: 'Webhooks',
 		description:
