@@ -31,3 +31,10 @@ export function replace(parent: Element, ...children: Array<Child | Child[]>) {
 const dateFormat = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'short' })
 export const when = (iso: string | null | undefined) => (iso ? dateFormat.format(new Date(iso)) : '—')
 export const count = (value: number) => new Intl.NumberFormat().format(value)
+
+const secondFormat = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'medium' })
+/** To the second: for events that follow each other within a minute (the audit log). */
+export const whenToSecond = (iso: string) => secondFormat.format(new Date(iso))
+
+/** Text whose `code` spans (between backticks, as the settings' descriptions write them) become <code>. */
+export const withCode = (text: string) => text.split('`').map((part, index) => (index % 2 === 1 ? h('code', {}, part) : part))

@@ -2,6 +2,7 @@
  * The pieces every view is made of: a titled panel, a table with a caption, a list of facts, and keyset pages
  * whose "Previous" goes back through exactly the pages seen (their cursors live in the tab's history entry).
  */
+import { api } from './api'
 import { count, h } from './dom'
 import { navigate } from './shell'
 
@@ -65,4 +66,22 @@ export function pager(path: string, query: URLSearchParams, nextCursor: string |
 	// A page opened from its address alone (a bookmark) knows no pages before it: no number is better than a wrong one.
 	const number = cursor && before.length === 0 ? undefined : before.length + 1
 	return { nav: h('nav', { class: 'pager', 'aria-label': 'Pages' }, previous, next), number, label: number ? ` · page ${count(number)}` : '' }
+}
+
+/** Emails of the users seen so far, by id, for the tab's life (an account's email rarely changes within it). */
+const knownEmails = new Map<string, string>()
+
+/**
+ * Emails for a page's user ids (an audit page's actors and subjects), so that a row says who rather than an id:
+ * one GET /users/{id} per id not seen before, at most 25 at once; an id that cannot be read stays an id.
+ */
+export async function userNames(ids: readonly string[]): Promise<ReadonlyMap<string, string>> {
+	const unknown = [...new Set(ids)].filter((id) => !knownEmails.has(id)).slice(0, 25)
+	await Promise.all(
+		unknown.map(async (id) => {
+			const { data } = await api.users({ id }).get()
+			if (data) knownEmails.set(id, data.data.email)
+		}),
+	)
+	return knownEmails
 }

@@ -1,28 +1,33 @@
 /**
  * A user's page: profile, role, status, email verification, metadata, sessions, second factors, linked identities
- * organizations and the applications allowed; and what an admin may do through the API: deactivate or reactivate, change the role, revoke a
+ * organizations, the applications allowed and their recent audit trail; and what an admin may do through the API: deactivate or reactivate, change the role, revoke a
  * session or all of them, remove a factor, withdraw a consent. Each action that cannot be undone says what it will do and asks first.
  */
 import { api } from './api'
+import { auditTable, usersNamedBy } from './audit'
 import { confirmAction } from './confirm'
 import { count, h, replace, when } from './dom'
-import { facts, section, table } from './parts'
+import { facts, section, table, userNames } from './parts'
 import { announce, focusHeading, showProblem } from './shell'
 
 type ApiError = { status: number; value: unknown } | null
+
+/** How many recent events the page shows; the audit log shows them all. */
+const TRAIL_SIZE = 10
 
 const describe = (userAgent: string | null) => (userAgent ? (userAgent.length > 80 ? `${userAgent.slice(0, 77)}…` : userAgent) : 'Unknown device')
 
 export async function userView(main: HTMLElement, id: string, keepFocus = false): Promise<void> {
 	if (!keepFocus) replace(main, h('h1', {}, 'User'), h('p', { class: 'muted', role: 'status' }, 'Loading…'))
 	const account = api.users({ id })
-	const [user, sessions, factors, identities, organizations, consents] = await Promise.all([
+	const [user, sessions, factors, identities, organizations, consents, trail] = await Promise.all([
 		account.get(),
 		account.sessions.get(),
 		account.factors.get(),
 		account.identities.get(),
 		account.organizations.get({ query: { limit: 100 } }),
 		account.consents.get(),
+		api['audit-events'].get({ query: { userId: id, limit: TRAIL_SIZE } }),
 	])
 	if (user.error || !user.data) {
 		replace(main, h('h1', {}, 'User'), h('p', {}, h('a', { href: '/console/users', 'data-nav': true }, 'Back to the users')))
@@ -137,6 +142,8 @@ export async function userView(main: HTMLElement, id: string, keepFocus = false)
 		})
 		return [consent.clientName, h('span', { class: 'device' }, consent.scopes.join(' ')), when(consent.grantedAt), withdraw]
 	})
+	const trailEvents = trail.data?.data.items ?? []
+	const trailNames = await userNames(usersNamedBy(trailEvents))
 	const unreadable = (result: { error: ApiError }, what: string) => (result.error ? h('p', { class: 'alert' }, `The ${what} could not be read (status ${result.error.status}).`) : undefined)
 
 	replace(
@@ -170,6 +177,15 @@ export async function userView(main: HTMLElement, id: string, keepFocus = false)
 		section('identities', 'Linked identities', unreadable(identities, 'identities'), identityRows.length ? table('Linked identities', ['Provider', 'Email there', 'Subject', 'Linked'], identityRows) : h('p', {}, 'No linked identity.')),
 		section('organizations', 'Organizations', unreadable(organizations, 'organizations'), organizationRows.length ? table('Organizations', ['Organization', 'Slug', 'Roles', 'Joined'], organizationRows) : h('p', {}, 'Not a member of any organization.')),
 		section('consents', 'Applications allowed', unreadable(consents, 'consents'), consentRows.length ? table('Applications allowed', ['Application', 'Scopes', 'Allowed', 'Action'], consentRows) : h('p', {}, 'No application was allowed access (first-party applications ask no consent).')),
+		section(
+			'audit',
+			'Audit trail',
+			unreadable(trail, 'audit trail'),
+			trailEvents.length
+				? [h('p', { class: 'muted' }, `The ${trailEvents.length === 1 ? 'last event' : `last ${count(trailEvents.length)} events`} they did or that concern them, newest first.`), auditTable(`The audit trail of ${person.email}`, trailEvents, trailNames)]
+				: h('p', {}, 'No event yet.'),
+			h('p', {}, h('a', { href: `/console/audit?userId=${person.id}`, 'data-nav': true }, 'Their full audit log')),
+		),
 		section(
 			'metadata',
 			'Metadata',
