@@ -31,7 +31,8 @@ function valueOf(setting: Setting) {
 		const mark = h('span', { class: 'badge secret' }, setting.source === 'generated' ? 'generated, hidden' : 'set, hidden')
 		return h('div', {}, setting.value === null ? mark : [h('code', { class: 'value' }, shownValue(setting.value)), ' ', mark], note && setting.note !== 'set, hidden' ? [h('br'), note] : undefined)
 	}
-	if (setting.value === null) return h('span', { class: 'muted' }, 'not set')
+	// Unset: the Source column says so.
+	if (setting.value === null) return h('span', { class: 'muted', 'aria-label': 'no value' }, '—')
 	return h('div', {}, h('code', { class: 'value' }, shownValue(setting.value)), note ? [h('br'), note] : undefined)
 }
 
