@@ -105,6 +105,8 @@ describe('GET /api/settings', () => {
 		// Defaults that depend on other settings are shown as they are in effect.
 		expect(settings.get('WEBAUTHN_RP_ID')).toMatchObject({ value: 'localhost', source: 'default' })
 		expect(settings.get('EMAIL_VERIFY_URL')).toMatchObject({ value: 'http://localhost/email-verification', source: 'default' })
+		// METRICS_ENABLED is off by default, but METRICS_TOKEN is set: it is on.
+		expect(settings.get('METRICS_ENABLED')).toMatchObject({ value: true, source: 'default' })
 		expect(settings.get('OIDC_ACME_SCOPES')).toMatchObject({ value: 'openid email profile', source: 'default' })
 		expect(settings.get('OIDC_ACME_LABEL')).toMatchObject({ value: 'Acme', source: 'default' })
 		// From the environment: the parsed value.

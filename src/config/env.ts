@@ -288,12 +288,14 @@ export function loadConfig(source: Record<string, string | undefined> = process.
 /** The secrets made up outside production when the environment leaves them unset. */
 const DEVELOPMENT_SECRETS = ['JWT_SECRET', 'DATA_ENCRYPTION_KEY', 'OAUTH_SIGNING_KEY']
 
-/** What the config derives for settings the schema gives no default (their defaults depend on other settings). */
+/** What the config derives for settings left unset whose default depends on other settings. */
 function derivedDefaults(config: ReturnType<typeof toConfig>): Partial<Record<keyof Env, SettingValue>> {
 	return {
 		PUBLIC_URL: config.publicUrl,
 		CORS_ORIGINS: config.cors.origins.join(',') || null,
 		DOCS_ENABLED: config.docsEnabled,
+		// Off by default, but on whenever METRICS_TOKEN is set.
+		METRICS_ENABLED: config.metrics.enabled,
 		EMAIL_VERIFY_URL: config.mail.verifyUrl,
 		PASSWORD_RESET_URL: config.mail.resetUrl,
 		MAIL_FROM: config.mail.from,

@@ -62,7 +62,7 @@ export interface RecordSettingsInput {
 	given: Record<string, string>
 	/** The parsed values, defaults applied. */
 	values: Record<string, unknown>
-	/** Defaults the config derives from other settings, for settings the schema gives none. */
+	/** Defaults the config derives from other settings (for settings the schema gives none, or whose default another setting changes). */
 	derived: Record<string, SettingValue | undefined>
 	/** Secrets among the schema's settings. */
 	secretNames: ReadonlySet<string>
@@ -82,7 +82,7 @@ const PROVIDER_SETTINGS: Array<[suffix: string, description: string]> = [
 export function recordSettings({ properties, given, values, derived, secretNames, providers }: RecordSettingsInput): SettingRecord[] {
 	const records = Object.entries(properties).map(([name, schema]) => {
 		const fromEnvironment = given[name] !== undefined
-		const value = fromEnvironment ? values[name] : schema.default !== undefined ? schema.default : derived[name]
+		const value = fromEnvironment ? values[name] : (derived[name] ?? schema.default)
 		return shown(name, value as SettingValue | undefined, fromEnvironment, secretNames.has(name), String(schema.description ?? ''))
 	})
 	for (const provider of providers)

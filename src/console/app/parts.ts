@@ -73,9 +73,11 @@ const knownEmails = new Map<string, string>()
 
 /**
  * Emails for a page's user ids (an audit page's actors and subjects), so that a row says who rather than an id:
- * one GET /users/{id} per id not seen before, at most 25 at once; an id that cannot be read stays an id.
+ * one GET /users/{id} per id not seen before, at most 25 at once; an id that cannot be read stays an id. `known`: an
+ * account the caller has just read (a user's own page), asked for no more.
  */
-export async function userNames(ids: readonly string[]): Promise<ReadonlyMap<string, string>> {
+export async function userNames(ids: readonly string[], known?: { id: string; email: string }): Promise<ReadonlyMap<string, string>> {
+	if (known) knownEmails.set(known.id, known.email)
 	const unknown = [...new Set(ids)].filter((id) => !knownEmails.has(id)).slice(0, 25)
 	await Promise.all(
 		unknown.map(async (id) => {

@@ -143,7 +143,7 @@ export async function userView(main: HTMLElement, id: string, keepFocus = false)
 		return [consent.clientName, h('span', { class: 'device' }, consent.scopes.join(' ')), when(consent.grantedAt), withdraw]
 	})
 	const trailEvents = trail.data?.data.items ?? []
-	const trailNames = await userNames(usersNamedBy(trailEvents))
+	const trailNames = await userNames(usersNamedBy(trailEvents), person)
 	const unreadable = (result: { error: ApiError }, what: string) => (result.error ? h('p', { class: 'alert' }, `The ${what} could not be read (status ${result.error.status}).`) : undefined)
 
 	replace(
