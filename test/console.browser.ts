@@ -13,7 +13,7 @@ import { chromium, type Browser, type BrowserContext, type Page } from 'playwrig
 import { factors, oauthClients, sessions, users } from '../src/db/schema'
 import { startTestApp, type TestApp } from './support/app'
 import { contextIn, openPage, seriousViolations, VIEW_STATES } from './support/browser'
-import { enrollTotp } from './support/factors'
+import { awayFromStepBoundary, enrollTotp, totpCode } from './support/factors'
 import { login, PASSWORD, signUp, signUpAdmin, soleActiveAdmin, uniqueEmail, type Account } from './support/fixtures'
 import { registerClient } from './support/oauth'
 import { freePort } from './support/ports'
@@ -270,7 +270,7 @@ describe('a second factor and a consent', () => {
 })
 
 describe('MFA_REQUIRED=admins', () => {
-	test('an admin without a second factor is told to add one', async () => {
+	test('an admin without a second factor sees no section, only what to do; after adding one and signing in again, the console', async () => {
 		const port = await freePort()
 		const strictBase = `http://localhost:${port}`
 		const strict = await startTestApp({ PUBLIC_URL: strictBase, MFA_REQUIRED: 'admins' })
@@ -284,11 +284,30 @@ describe('MFA_REQUIRED=admins', () => {
 			await page.fill('#email', unenrolled.email)
 			await page.fill('#password', PASSWORD)
 			await page.click('button[type=submit]')
-			await page.locator('main [role=alert]', { hasText: 'add a second factor' }).waitFor()
+			await page.locator('main h1', { hasText: 'Add a second factor first' }).waitFor()
+			expect(await page.textContent('main [role=alert]')).toContain('add a second factor')
 			expect(new URL(page.url()).pathname).toBe('/console')
-			expect(await page.getAttribute('main [role=alert] a', 'href')).toBe('/account/security')
+			expect(await page.getAttribute('main a[href="/account/security"]', 'href')).toBe('/account/security')
+			// The API refuses every section to this session: the console offers none of them.
+			expect(await page.isVisible('#nav')).toBe(false)
+			expect(await page.locator('main form, main table').count()).toBe(0)
 			await screenshot(page, 'add-a-second-factor')
 			expect(await seriousViolations(page)).toEqual([])
+
+			// What the sentence says to do: add a factor (here through the API, as the account page would), then sign in again.
+			const { secret } = await enrollTotp(strict, unenrolled)
+			await page.click('button:has-text("Sign in to the console again")')
+			await page.waitForURL((url) => url.pathname === '/sign-in')
+			await page.fill('#email', unenrolled.email)
+			await page.fill('#password', PASSWORD)
+			await Promise.all([page.waitForLoadState('load'), page.click('button[type=submit]')])
+			await page.waitForSelector('#code')
+			await awayFromStepBoundary()
+			await page.fill('#code', totpCode(secret, 1))
+			await page.click('button[type=submit]')
+			await page.locator('main h1', { hasText: 'Users' }).waitFor()
+			await page.locator('.total').waitFor()
+			expect(await page.isVisible('#nav')).toBe(true)
 			expect(violations).toEqual([])
 			await context.close()
 		} finally {

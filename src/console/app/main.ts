@@ -5,7 +5,7 @@
 import { api } from './api'
 import { h, replace } from './dom'
 import { accessToken, finishSignIn, forgetTokens, operator, rememberOperator, signIn, signOut, SignInFailed, type Operator } from './session'
-import { focusHeading, main, navigate, onNavigate, showProblem } from './shell'
+import { focusHeading, main, nav, navigate, onNavigate, showProblem } from './shell'
 import { auditView } from './audit'
 import { oauthClientView, oauthClientsView } from './oauth-clients'
 import { organizationView, organizationsView } from './organizations'
@@ -34,7 +34,6 @@ const VIEWS: Array<[RegExp, View]> = [
 
 const who = document.getElementById('who') as HTMLElement
 const signOutButton = document.getElementById('sign-out') as HTMLButtonElement
-const nav = document.getElementById('nav') as HTMLElement
 
 let me: Operator | undefined
 
