@@ -205,6 +205,7 @@ describe('an operator', () => {
 			await openEndpoint(page, endpoint.id)
 			await page.click('button:has-text("Send a ping")')
 			await said(page, 'The ping failed: The receiver answered 500 (not a 2xx).')
+			expect(await page.textContent('#endpoint-heading + .facts')).toContain('every attempt has failed since')
 			// The one retry fails too, then the delivery is failed: seen through the status filter.
 			await failing.waitFor(pingsTo(endpoint.id), 2)
 			await page.selectOption('#deliveries-status', 'failed')
@@ -231,6 +232,7 @@ describe('an operator', () => {
 			const received = await failing.waitFor(pingsTo(endpoint.id), 3)
 			expect(new Set(received.map((delivery) => delivery.id)).size).toBe(1)
 			await screenshot(page, 'tried-again')
+			expect(await page.textContent('#endpoint-heading + .facts')).not.toContain('every attempt has failed since')
 			const [delivery] = (await t.call('GET', `/api/webhooks/${endpoint.id}/deliveries`, { token: admin.accessToken })).body.data.items
 			expect(delivery.status).toBe('succeeded')
 			expect(delivery.attempts).toHaveLength(3)
@@ -297,6 +299,40 @@ describe('an operator', () => {
 		expect(await page.locator('details.delivery').evaluateAll((items) => items.map((item) => item.getAttribute('data-delivery')))).toEqual(firstPage)
 		expect(violations).toEqual([])
 		await context.close()
+	})
+})
+
+describe('a server that keeps webhooks off its own network (WEBHOOK_ALLOW_PRIVATE_NETWORKS unset)', () => {
+	test('refuses a loopback URL, and the console says why and what would allow it', async () => {
+		const port = await freePort()
+		const strictBase = `http://localhost:${port}`
+		const strict = await startTestApp({ PUBLIC_URL: strictBase })
+		const listening = strict.app.listen({ port, hostname: '127.0.0.1' })
+		try {
+			const operator = await signUpAdmin(strict, uniqueEmail('strict'))
+			const context = await browser.newContext({ viewport: { width: 1280, height: 800 } })
+			const { page, violations } = await openPage(context)
+			await page.goto(`${strictBase}/console/webhooks`)
+			await page.waitForURL((url) => url.pathname === '/sign-in')
+			await page.fill('#email', operator.email)
+			await page.fill('#password', PASSWORD)
+			await Promise.all([page.waitForURL((url) => url.pathname === '/console/webhooks'), page.click('button[type=submit]')])
+			await page.locator('#endpoints-heading').waitFor()
+			await page.fill('#new-url', receiver.url)
+			await page.check('#new-all')
+			await page.click('button:has-text("Add the endpoint")')
+			await page.locator('main > [role=alert]').waitFor()
+			expect(await page.textContent('main > [role=alert]')).toBe(
+				'This URL cannot receive webhooks: the host resolves to a loopback, private or link-local address. Deliveries go only to public addresses, unless the server is started with WEBHOOK_ALLOW_PRIVATE_NETWORKS=true.',
+			)
+			expect((await strict.call('GET', '/api/webhooks', { token: operator.accessToken })).body.data.items).toEqual([])
+			await screenshot(page, 'private-url')
+			expect(violations).toEqual([])
+			await context.close()
+		} finally {
+			await listening.stop()
+			await strict.close()
+		}
 	})
 })
 

@@ -253,6 +253,19 @@ function outcomeOf(attempt: Attempt) {
 	return `${error.charAt(0).toUpperCase()}${error.slice(1)}`
 }
 
+function endpointFacts(endpoint: Endpoint) {
+	return facts([
+		['URL', endpoint.url],
+		['Description', endpoint.description || '—'],
+		['Events', eventsInWords(endpoint.events)],
+		['Status', statusInWords(endpoint)],
+		['Secret rotated', endpoint.secretRotatedAt ? when(endpoint.secretRotatedAt) : 'Never'],
+		['Created', when(endpoint.createdAt)],
+		['Updated', when(endpoint.updatedAt)],
+		['ID', endpoint.id],
+	])
+}
+
 const duration = (ms: number) => (ms < 1000 ? `${count(ms)} ms` : `${(ms / 1000).toFixed(1)} s`)
 
 export async function webhookView(main: HTMLElement, url: URL, id: string, after?: { said?: string; secret?: string; watch?: { deliveryId: string; attemptsBefore: number; what: string } }) {
@@ -459,6 +472,9 @@ export async function webhookView(main: HTMLElement, url: URL, id: string, after
 			// The entry is updated where it is shown (the rest of the page as it was), or the page read now shown.
 			const showsIt = shown?.items.some((item) => item.id === found.id)
 			renderDeliveries(shown && showsIt ? { ...shown, items: shown.items.map((item) => (item.id === found.id ? found : item)) } : page, null)
+			// An attempt may end or start a run of failures: the endpoint's status is read again with it.
+			const now = await resource.get()
+			if (now.data) main.querySelector('#endpoint-heading + .facts')?.replaceWith(endpointFacts(now.data.data))
 			announce(attempt.succeeded ? `${watch.what} was delivered: the receiver answered ${attempt.statusCode ?? 'in time'}.` : `${watch.what} failed: ${outcomeOf(attempt)}.`)
 			return
 		}
@@ -476,16 +492,7 @@ export async function webhookView(main: HTMLElement, url: URL, id: string, after
 		section(
 			'endpoint',
 			'Endpoint',
-			facts([
-				['URL', endpoint.url],
-				['Description', endpoint.description || '—'],
-				['Events', eventsInWords(endpoint.events)],
-				['Status', statusInWords(endpoint)],
-				['Secret rotated', endpoint.secretRotatedAt ? when(endpoint.secretRotatedAt) : 'Never'],
-				['Created', when(endpoint.createdAt)],
-				['Updated', when(endpoint.updatedAt)],
-				['ID', endpoint.id],
-			]),
+			endpointFacts(endpoint),
 			h('div', { class: 'actions' }, endpoint.enabled ? ping : undefined, rotate, toggle, remove),
 			endpoint.enabled ? undefined : h('p', { class: 'muted' }, 'Turn the endpoint on to send a ping.'),
 		),
