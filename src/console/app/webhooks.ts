@@ -486,7 +486,7 @@ export async function webhookView(main: HTMLElement, url: URL, id: string, after
 		h('h1', {}, h('span', { class: 'url' }, endpoint.url), ' ', statusBadge(endpoint)),
 		after?.secret
 			? secretNotice('The new signing secret', after.secret, [
-					`The previous secret keeps signing beside it until ${when(new Date(Date.now() + PREVIOUS_SECRET_MS).toISOString())}: switch the receiver to the new one before then.`,
+					`The previous secret keeps signing beside it until ${when(new Date(Date.parse(endpoint.secretRotatedAt ?? new Date().toISOString()) + PREVIOUS_SECRET_MS).toISOString())}: switch the receiver to the new one before then.`,
 				])
 			: undefined,
 		section(
