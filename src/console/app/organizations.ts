@@ -243,7 +243,8 @@ export async function organizationView(main: HTMLElement, url: URL, id: string, 
 	const renameSlot = alertSlot()
 	const rename = h(
 		'form',
-		{ class: 'stack', 'aria-label': 'Rename the organization' },
+		{ class: 'stack', 'aria-labelledby': 'rename-heading' },
+		h('h3', { id: 'rename-heading' }, 'Change the name or slug'),
 		renameSlot,
 		inputField('rename-name', 'Name', { required: true, maxlength: 200, value: org.name, autocomplete: 'off' }),
 		inputField('rename-slug', 'Slug', { required: true, maxlength: 64, value: org.slug, autocomplete: 'off', spellcheck: 'false', pattern: '[a-z0-9]+(-[a-z0-9]+)*' }, 'Lower-case words joined by hyphens, unique among all organizations.'),
@@ -322,7 +323,7 @@ function membersPanel(org: Organization, members: ApiResult<MembersPage>, roles:
 	const pages = pager(path, query, page.nextCursor)
 	const editor = h('div', { class: 'editor' })
 	const rows = page.items.map((member) => {
-		const change = h('button', { type: 'button', class: 'secondary small', 'aria-label': `Change the roles of ${member.user.email}` }, 'Change roles…')
+		const change = h('button', { type: 'button', class: 'secondary small', 'aria-label': `Change roles of ${member.user.email}` }, 'Change roles…')
 		change.addEventListener('click', () => openRoleEditor(editor, org, member, roles, reload, change))
 		const remove = h('button', { type: 'button', class: 'secondary small', 'aria-label': `Remove ${member.user.email}` }, 'Remove…')
 		remove.addEventListener('click', async () => {
