@@ -98,6 +98,7 @@ describe('an operator', () => {
 		const id = new URL(page.url()).pathname.split('/').pop() ?? ''
 		expect(id).toMatch(/^[0-9a-f-]{36}$/)
 		expect(JSON.stringify(await page.evaluate('history.state'))).not.toContain(secret)
+		expect(await page.title()).toMatch(/^Acme Billing .*· Console$/)
 		await screenshot(page, 'oauth-clients-secret')
 
 		const clientId = (await page.locator('#client-heading ~ .facts dd code').first().textContent()) ?? ''

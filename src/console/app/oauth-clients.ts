@@ -164,6 +164,8 @@ function registerForm(main: HTMLElement) {
 		// The secret is never put in the address or the tab's history: it lives in this page only.
 		history.pushState(null, '', `/console/oauth-clients/${client.id}`)
 		await oauthClientView(main, new URL(location.href), client.id, { name: client.name, secret: client.clientSecret, rotated: false })
+		// What main.ts does after a view it renders itself.
+		document.title = `${main.querySelector('h1')?.textContent ?? 'Console'} · Console`
 		announce(`${client.name} is registered. Copy its secret now: it will not be shown again.`)
 	})
 	return section('register', 'Register a client', form)
