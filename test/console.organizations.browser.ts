@@ -212,6 +212,45 @@ describe('an operator', () => {
 	})
 })
 
+describe('the keyboard alone', () => {
+	test("changes a member's roles: the focus goes into the roles editor, Space checks a role, Enter saves; Cancel gives the focus back", async () => {
+		const made = await api('POST', '/api/organizations', { name: 'Keyboard Co' })
+		const id = made.body.data.id as string
+		expect((await api('POST', `/api/organizations/${id}/members`, { userId: grace.id, roles: ['member'] })).status).toBe(201)
+		const context = await browser.newContext({ viewport: { width: 1280, height: 900 } })
+		const { page, violations } = await signInToConsole(context, `/console/organizations/${id}`, 'Keyboard Co')
+		const tabTo = async (matches: string, limit = 80) => {
+			for (let i = 0; i < limit; i++) {
+				await page.keyboard.press('Tab')
+				if (await page.evaluate(matches)) return
+			}
+			throw new Error(`Tab never reached ${matches}`)
+		}
+		const changeButton = `document.activeElement?.getAttribute('aria-label') === ${JSON.stringify(`Change roles of ${grace.email}`)}`
+		await tabTo(changeButton)
+		expect(await page.evaluate('getComputedStyle(document.activeElement).outlineStyle')).not.toBe('none')
+		await page.keyboard.press('Enter')
+		expect(await page.evaluate('document.activeElement?.id')).toBe('editor-heading')
+		await page.keyboard.press('Tab')
+		expect(await page.evaluate('document.activeElement?.value')).toBe('admin')
+		await page.keyboard.press('Space')
+		await tabTo("document.activeElement?.textContent === 'Save the roles'", 5)
+		await page.keyboard.press('Enter')
+		await page.locator('#announce', { hasText: `${grace.email} now holds admin, member.` }).waitFor()
+		expect(await memberRoles(id, grace.id)).toEqual(['admin', 'member'])
+
+		// Opened again and cancelled: nothing changes, and the focus is back on the button that opened it.
+		await tabTo(changeButton)
+		await page.keyboard.press('Enter')
+		await tabTo("document.activeElement?.textContent === 'Cancel'", 6)
+		await page.keyboard.press('Enter')
+		expect(await page.locator('#editor-heading').count()).toBe(0)
+		expect(await page.evaluate(changeButton)).toBe(true)
+		expect(violations).toEqual([])
+		await context.close()
+	})
+})
+
 describe('axe-core', () => {
 	test('no serious or critical violation on the list, an organization, its roles editor and a confirmation, at 320 px and 1280 px, light and dark', async () => {
 		const made = await api('POST', '/api/organizations', { name: 'Initech' })
