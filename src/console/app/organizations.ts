@@ -339,7 +339,7 @@ function membersPanel(org: Organization, members: ApiResult<MembersPage>, roles:
 		})
 		return [
 			h('a', { href: `/console/users/${member.user.id}`, 'data-nav': true }, member.user.email),
-			h('span', { class: 'device' }, member.user.name || '—'),
+			member.user.name || '—',
 			member.roles.join(', '),
 			when(member.joinedAt),
 			active ? h('span', { class: 'row-actions' }, change, remove) : '—',
