@@ -124,7 +124,7 @@ function eventsFieldset(prefix: string, chosen: string[]) {
 	)
 	const list = h(
 		'ul',
-		{ class: 'choices events', 'aria-label': 'Events' },
+		{ class: 'events', 'aria-label': 'Events' },
 		...EVENT_TYPES.map((type, index) =>
 			h(
 				'li',
@@ -144,8 +144,8 @@ function eventsFieldset(prefix: string, chosen: string[]) {
 		'fieldset',
 		{ class: 'events-choice' },
 		h('legend', {}, 'Events to send'),
-		h('div', { class: 'choices' }, allRadio, h('label', { for: `${prefix}-all` }, 'All events, also those a later version adds (', h('code', {}, '*'), ')')),
-		h('div', { class: 'choices' }, someRadio, h('label', { for: `${prefix}-some` }, 'Only these:')),
+		h('div', { class: 'choice-row' }, allRadio, h('label', { for: `${prefix}-all` }, 'All events, also those a later version adds (', h('code', {}, '*'), ')')),
+		h('div', { class: 'choice-row' }, someRadio, h('label', { for: `${prefix}-some` }, 'Only these:')),
 		list,
 	)
 	/** The events as the API takes them, or undefined when none is chosen. */
