@@ -6,17 +6,14 @@
  * the pages' CSP. Screenshots land in test-artifacts/console/oauth-clients-*.png.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
-import { mkdirSync } from 'node:fs'
-import { join } from 'node:path'
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core'
+import type { Browser, BrowserContext } from 'playwright-core'
 import { startTestApp, type TestApp } from './support/app'
-import { contextIn, openPage, seriousViolations, VIEW_STATES } from './support/browser'
-import { PASSWORD, signUpAdmin, uniqueEmail, type Account } from './support/fixtures'
+import { contextIn, seriousViolations, VIEW_STATES } from './support/browser'
+import { consoleScreenshot, launchConsoleBrowser, signInToConsole } from './support/console-browser'
+import { signUpAdmin, uniqueEmail, type Account } from './support/fixtures'
 import { freePort } from './support/ports'
 
 setDefaultTimeout(120_000)
-
-const ARTIFACTS = join(import.meta.dir, '..', 'test-artifacts', 'console')
 
 let t: TestApp
 let server: ReturnType<TestApp['app']['listen']>
@@ -26,15 +23,11 @@ let port: number
 let admin: Account
 
 beforeAll(async () => {
-	mkdirSync(ARTIFACTS, { recursive: true })
 	port = await freePort()
 	base = `http://localhost:${port}`
 	t = await startTestApp({ PUBLIC_URL: base })
 	server = t.app.listen({ port, hostname: '127.0.0.1' })
-	browser = await chromium.launch({
-		executablePath: '/usr/bin/chromium',
-		args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--host-resolver-rules=MAP localhost 127.0.0.1'],
-	})
+	browser = await launchConsoleBrowser()
 	admin = await signUpAdmin(t, uniqueEmail('operator'))
 })
 afterAll(async () => {
@@ -43,20 +36,10 @@ afterAll(async () => {
 	await t?.close()
 })
 
-/** Opens `path` of the console in a fresh browser, signing in at the real /sign-in page on the way. */
-async function signInToConsole(context: BrowserContext, path: string, landing: string) {
-	const opened = await openPage(context)
-	const { page } = opened
-	await page.goto(`${base}${path}`)
-	await page.waitForURL((url) => url.pathname === '/sign-in')
-	await page.fill('#email', admin.email)
-	await page.fill('#password', PASSWORD)
-	await Promise.all([page.waitForURL((url) => url.pathname.startsWith('/console') && !url.pathname.startsWith('/console/callback')), page.click('button[type=submit]')])
-	await page.locator('main h1', { hasText: landing }).waitFor()
-	return opened
-}
+/** Opens `path` of the console in a fresh browser, signing in as the operator at the real /sign-in page on the way. */
+const signIn = (context: BrowserContext, path: string, landing: string) => signInToConsole(context, { base, email: admin.email, path, landing })
 
-const screenshot = (page: Page, name: string) => page.screenshot({ path: join(ARTIFACTS, `${name}.png`), fullPage: true })
+const screenshot = consoleScreenshot
 
 /** A client_credentials grant at the token endpoint, over HTTP to the listening server, with HTTP Basic. */
 async function tokenStatus(clientId: string, secret: string) {
@@ -76,7 +59,7 @@ describe('an operator', () => {
 	test('registers a confidential client, copies its secret shown once, adds a redirect URI, gives it a new secret, and disables it', async () => {
 		const context = await browser.newContext({ viewport: { width: 1280, height: 900 } })
 		await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: base })
-		const { page, violations } = await signInToConsole(context, '/console/oauth-clients', 'OAuth clients')
+		const { page, violations } = await signIn(context, '/console/oauth-clients', 'OAuth clients')
 		// The built-in client is listed like any other.
 		await page.locator('main table', { hasText: 'latchkey-console' }).waitFor()
 		await screenshot(page, 'oauth-clients-list')
@@ -160,7 +143,7 @@ describe('an operator', () => {
 
 	test('registers a public client: no secret, and a broken redirect URI is refused in a sentence naming it', async () => {
 		const context = await browser.newContext({ viewport: { width: 1280, height: 900 } })
-		const { page, violations } = await signInToConsole(context, '/console/oauth-clients', 'OAuth clients')
+		const { page, violations } = await signIn(context, '/console/oauth-clients', 'OAuth clients')
 		await page.fill('#client-name', 'Acme Notes')
 		await page.check('input[name=client-type][value=public]')
 		await page.fill('#client-redirect-uris', 'http://notes.example.test/callback')
@@ -185,7 +168,7 @@ describe('an operator', () => {
 
 	test('sees the console’s own client, told why it cannot be disabled rather than offered a button the API refuses', async () => {
 		const context = await browser.newContext({ viewport: { width: 1280, height: 900 } })
-		const { page, violations } = await signInToConsole(context, '/console/oauth-clients', 'OAuth clients')
+		const { page, violations } = await signIn(context, '/console/oauth-clients', 'OAuth clients')
 		await page.click('main table a:has-text("Console")')
 		await page.locator('#client-heading ~ .facts', { hasText: 'latchkey-console' }).waitFor()
 		expect(await page.textContent('#client-heading ~ .note')).toContain('cannot be changed or disabled')
@@ -208,7 +191,7 @@ describe('axe-core', () => {
 		const found: Record<string, string[]> = {}
 		for (const state of VIEW_STATES) {
 			const context = await contextIn(browser, state)
-			const { page, violations } = await signInToConsole(context, '/console/oauth-clients', 'OAuth clients')
+			const { page, violations } = await signIn(context, '/console/oauth-clients', 'OAuth clients')
 			const check = async (name: string) => {
 				const label = `oauth-clients-${name}-${state.width}-${state.scheme}`
 				await screenshot(page, label)

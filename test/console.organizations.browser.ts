@@ -6,18 +6,15 @@
  * under the pages' CSP. Screenshots land in test-artifacts/console/organizations-*.png.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
-import { mkdirSync } from 'node:fs'
-import { join } from 'node:path'
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core'
+import type { Browser, BrowserContext } from 'playwright-core'
 import type { TestApp } from './support/app'
-import { contextIn, openPage, seriousViolations, VIEW_STATES } from './support/browser'
-import { PASSWORD, signUp, signUpAdmin, uniqueEmail, type Account } from './support/fixtures'
+import { contextIn, seriousViolations, VIEW_STATES } from './support/browser'
+import { consoleScreenshot, launchConsoleBrowser, signInToConsole } from './support/console-browser'
+import { signUp, signUpAdmin, uniqueEmail, type Account } from './support/fixtures'
 import { startAppWithSmtp, type SmtpSink } from './support/mail'
 import { freePort } from './support/ports'
 
 setDefaultTimeout(120_000)
-
-const ARTIFACTS = join(import.meta.dir, '..', 'test-artifacts', 'console')
 
 let t: TestApp
 let sink: SmtpSink
@@ -29,16 +26,12 @@ let admin: Account
 let grace: Account
 
 beforeAll(async () => {
-	mkdirSync(ARTIFACTS, { recursive: true })
 	const port = await freePort()
 	base = `http://localhost:${port}`
 	// Invitations go out as mail: an SMTP sink of the test's own.
 	;({ t, sink, close: closeApp } = await startAppWithSmtp({ PUBLIC_URL: base }))
 	server = t.app.listen({ port, hostname: '127.0.0.1' })
-	browser = await chromium.launch({
-		executablePath: '/usr/bin/chromium',
-		args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--host-resolver-rules=MAP localhost 127.0.0.1'],
-	})
+	browser = await launchConsoleBrowser()
 	admin = await signUpAdmin(t, uniqueEmail('operator'))
 	grace = await signUp(t, { email: uniqueEmail('grace'), name: 'Grace Hopper' })
 })
@@ -48,27 +41,17 @@ afterAll(async () => {
 	await closeApp?.()
 })
 
-/** Opens `path` of the console in a fresh browser, signing in at the real /sign-in page on the way. */
-async function signInToConsole(context: BrowserContext, path: string, landing: string) {
-	const opened = await openPage(context)
-	const { page } = opened
-	await page.goto(`${base}${path}`)
-	await page.waitForURL((url) => url.pathname === '/sign-in')
-	await page.fill('#email', admin.email)
-	await page.fill('#password', PASSWORD)
-	await Promise.all([page.waitForURL((url) => url.pathname.startsWith('/console') && !url.pathname.startsWith('/console/callback')), page.click('button[type=submit]')])
-	await page.locator('main h1', { hasText: landing }).waitFor()
-	return opened
-}
+/** Opens `path` of the console in a fresh browser, signing in as the operator at the real /sign-in page on the way. */
+const signIn = (context: BrowserContext, path: string, landing: string) => signInToConsole(context, { base, email: admin.email, path, landing })
 
-const screenshot = (page: Page, name: string) => page.screenshot({ path: join(ARTIFACTS, `${name}.png`), fullPage: true })
+const screenshot = consoleScreenshot
 const api = (method: string, path: string, json?: unknown) => t.call(method, path, { token: admin.accessToken, ...(json === undefined ? {} : { json }) })
 const memberRoles = async (organizationId: string, userId: string) => (await api('GET', `/api/organizations/${organizationId}/members/${userId}`)).body.data?.roles
 
 describe('an operator', () => {
 	test('creates an organization, adds a member by email, changes their role, invites by email, is refused removing the last owner, and deactivates it', async () => {
 		const context = await browser.newContext({ viewport: { width: 1280, height: 900 } })
-		const { page, violations } = await signInToConsole(context, '/console/organizations', 'Organizations')
+		const { page, violations } = await signIn(context, '/console/organizations', 'Organizations')
 
 		await page.fill('#organization-name', 'Acme Corp')
 		await page.click('button:has-text("Create the organization")')
@@ -149,7 +132,7 @@ describe('an operator', () => {
 		for (const name of ['Zeta', 'Alpha', 'Mid']) expect((await api('POST', '/api/organizations', { name: `${name} ${tag}` })).status).toBe(201)
 		for (let i = 0; i < 20; i++) expect((await api('POST', '/api/organizations', { name: `Bulk ${tag} ${i}` })).status).toBe(201)
 		const context = await browser.newContext({ viewport: { width: 1280, height: 900 } })
-		const { page, violations } = await signInToConsole(context, '/console/organizations', 'Organizations')
+		const { page, violations } = await signIn(context, '/console/organizations', 'Organizations')
 		await page.fill('#filter-q', `alpha-${tag}`)
 		await page.click('button:has-text("Search")')
 		await page.waitForURL((url) => url.searchParams.get('q') === `alpha-${tag}`)
@@ -179,7 +162,7 @@ describe('an operator', () => {
 	test('defines an organization role, edits its permissions, and deletes it; the built-in roles offer no change', async () => {
 		const name = `billing-${crypto.randomUUID().slice(0, 8)}`
 		const context = await browser.newContext({ viewport: { width: 1280, height: 900 } })
-		const { page, violations } = await signInToConsole(context, '/console/organizations', 'Organizations')
+		const { page, violations } = await signIn(context, '/console/organizations', 'Organizations')
 		await page.locator('#roles-heading ~ .table-wrap', { hasText: 'members:manage' }).waitFor()
 		expect(await page.locator('button[aria-label="Edit the role owner"]').count()).toBe(0)
 
@@ -218,7 +201,7 @@ describe('the keyboard alone', () => {
 		const id = made.body.data.id as string
 		expect((await api('POST', `/api/organizations/${id}/members`, { userId: grace.id, roles: ['member'] })).status).toBe(201)
 		const context = await browser.newContext({ viewport: { width: 1280, height: 900 } })
-		const { page, violations } = await signInToConsole(context, `/console/organizations/${id}`, 'Keyboard Co')
+		const { page, violations } = await signIn(context, `/console/organizations/${id}`, 'Keyboard Co')
 		const tabTo = async (matches: string, limit = 80) => {
 			for (let i = 0; i < limit; i++) {
 				await page.keyboard.press('Tab')
@@ -261,7 +244,7 @@ describe('axe-core', () => {
 		const found: Record<string, string[]> = {}
 		for (const state of VIEW_STATES) {
 			const context = await contextIn(browser, state)
-			const { page, violations } = await signInToConsole(context, '/console/organizations', 'Organizations')
+			const { page, violations } = await signIn(context, '/console/organizations', 'Organizations')
 			const check = async (name: string) => {
 				const label = `organizations-${name}-${state.width}-${state.scheme}`
 				await screenshot(page, label)

@@ -7,18 +7,15 @@
  * of a second apart. Screenshots land in test-artifacts/console/webhooks-*.png.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
-import { mkdirSync } from 'node:fs'
-import { join } from 'node:path'
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core'
+import { type Browser, type BrowserContext, type Page } from 'playwright-core'
 import { startTestApp, type TestApp } from './support/app'
 import { contextIn, openPage, seriousViolations, VIEW_STATES } from './support/browser'
+import { consoleScreenshot, launchConsoleBrowser, signInToConsole } from './support/console-browser'
 import { PASSWORD, signUp, signUpAdmin, uniqueEmail, type Account } from './support/fixtures'
 import { freePort } from './support/ports'
 import { verified, WebhookReceiver, type ReceivedDelivery } from './support/webhook-receiver'
 
 setDefaultTimeout(120_000)
-
-const ARTIFACTS = join(import.meta.dir, '..', 'test-artifacts', 'console')
 
 let t: TestApp
 let server: ReturnType<TestApp['app']['listen']>
@@ -28,17 +25,12 @@ let admin: Account
 let receiver: WebhookReceiver
 
 beforeAll(async () => {
-	mkdirSync(ARTIFACTS, { recursive: true })
 	const port = await freePort()
 	base = `http://localhost:${port}`
 	// One retry a quarter of a second after a failed attempt, then the delivery is `failed`; jobs looked for every tenth of a second.
 	t = await startTestApp({ PUBLIC_URL: base, WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', WEBHOOK_RETRY_SCHEDULE: '0.25', JOB_POLL_SECONDS: '0.1' })
 	server = t.app.listen({ port, hostname: '127.0.0.1' })
-	// Not launchChromium(): localhost must be this machine's IPv4 loopback, where the app listens (not ::1).
-	browser = await chromium.launch({
-		executablePath: '/usr/bin/chromium',
-		args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--host-resolver-rules=MAP localhost 127.0.0.1'],
-	})
+	browser = await launchConsoleBrowser()
 	admin = await signUpAdmin(t, uniqueEmail('operator'))
 	receiver = await WebhookReceiver.start()
 })
@@ -49,19 +41,12 @@ afterAll(async () => {
 	await t?.close()
 })
 
-const screenshot = (page: Page, name: string) => page.screenshot({ path: join(ARTIFACTS, `webhooks-${name}.png`), fullPage: true })
+const screenshot = (page: Page, name: string) => consoleScreenshot(page, `webhooks-${name}`)
 
 /** Opens /console/webhooks in a fresh browser, signing in at the real /sign-in page on the way. */
 async function signInToWebhooks(context: BrowserContext) {
-	const opened = await openPage(context)
-	const { page } = opened
-	await page.goto(`${base}/console/webhooks`)
-	await page.waitForURL((url) => url.pathname === '/sign-in')
-	await page.fill('#email', admin.email)
-	await page.fill('#password', PASSWORD)
-	await Promise.all([page.waitForURL((url) => url.pathname === '/console/webhooks'), page.click('button[type=submit]')])
-	await page.locator('main h1', { hasText: 'Webhooks' }).waitFor()
-	await page.locator('#endpoints-heading').waitFor()
+	const opened = await signInToConsole(context, { base, email: admin.email, path: '/console/webhooks', landing: 'Webhooks' })
+	await opened.page.locator('#endpoints-heading').waitFor()
 	return opened
 }
 
