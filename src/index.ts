@@ -146,10 +146,6 @@ async function runMigrations(config: Config, log: Logger): Promise<number> {
 }
 
 async function serve(config: Config, log: Logger): Promise<number> {
-	// Loaded here, not at the top: the other commands (import, export, admin create, migrate, --version) start
-	// without the service's modules, in a fraction of the time.
-	const [{ createApp, pageSettings }, { PageRenderer, PageSetupError }, { BootstrapError, ensureActiveAdmin }, { ensureConsoleClient }, { USER_IMPORTS_BODY_LIMIT_BYTES }] =
-		await Promise.all([import('./app'), import('./pages'), import('./modules/users/bootstrap'), import('./modules/oauth/clients'), import('./modules/imports/model')])
 	let keys: TokenKeys
 	try {
 		config = keepDevelopmentSecrets(config, log)
@@ -181,6 +177,10 @@ async function serve(config: Config, log: Logger): Promise<number> {
 		console.error(`latchkey: configuration: ${error.message}`)
 		return EXIT.failure
 	}
+	// Loaded here, not at the top: the other commands (import, export, admin create, migrate, --version), and a start
+	// refused for its settings above, end without loading the service's modules, in a fraction of the time.
+	const [{ createApp, pageSettings }, { PageRenderer, PageSetupError }, { BootstrapError, ensureActiveAdmin }, { ensureConsoleClient }, { USER_IMPORTS_BODY_LIMIT_BYTES }] =
+		await Promise.all([import('./app'), import('./pages'), import('./modules/users/bootstrap'), import('./modules/oauth/clients'), import('./modules/imports/model')])
 	let pageRenderer: PageRenderer
 	try {
 		pageRenderer = new PageRenderer(pageSettings(config))
