@@ -1,4 +1,7 @@
 #!/usr/bin/env bun
+// @simplewebauthn/server's certificate checks need this polyfill before tsyringe loads. It imports it itself, but in
+// the compiled binary a module graph loaded by import() (the service's, below) may run tsyringe first: so, here.
+import 'reflect-metadata'
 import packageJson from '../package.json'
 import { importArguments, parseCommandLine } from './command-line'
 import { ConfigError, EnvSchema, loadConfig, type Config } from './config/env'
