@@ -138,6 +138,8 @@ export function databaseAdapter(db: Database, clients: ClientMetadataSource, ses
 	const tokenWithItsOwn = prepareTokenWithItsOwn(db, 'latchkey_oauth_token_with_its_own')
 
 	// A provider session with the grants it names (one per client it signed in to), for the authorization that follows.
+	// Each grant by its primary key (a lateral lookup per name): as `g.id in (…)` PostgreSQL hashed the names and
+	// scanned every unexpired grant against them — 0.5 ms a read with 256 grants, and growing with them.
 	const sessionAuthorizations = sql`${outer('oauth_artifacts', 'payload')}->'authorizations'`
 	const sessionWithGrants = db
 		.select({
@@ -146,11 +148,12 @@ export function databaseAdapter(db: Database, clients: ClientMetadataSource, ses
 			standsForLiveSession: liveLatchkeySession('oauth_artifacts'),
 			grants: sql<Array<{ id: string; payload: Record<string, unknown>; consumed: number | null }>>`(
 				select coalesce(json_agg(json_build_object('id', g.id, 'payload', g.payload, 'consumed', floor(extract(epoch from g.consumed_at)))), '[]'::json)
-				from oauth_artifacts g
-				where g.model = 'Grant' and (g.expires_at is null or g.expires_at > now()) and g.id in (
-					select authorization_.value->>'grantId'
-					from jsonb_each(case when jsonb_typeof(${sessionAuthorizations}) = 'object' then ${sessionAuthorizations} else '{}'::jsonb end) as authorization_
-				)
+				from jsonb_each(case when jsonb_typeof(${sessionAuthorizations}) = 'object' then ${sessionAuthorizations} else '{}'::jsonb end) as authorization_
+				cross join lateral (
+					select grant_.id, grant_.payload, grant_.consumed_at from oauth_artifacts grant_
+					where grant_.model = 'Grant' and grant_.id = authorization_.value->>'grantId' and (grant_.expires_at is null or grant_.expires_at > now())
+					limit 1
+				) as g
 			)`,
 		})
 		.from(oauthArtifacts)
