@@ -191,7 +191,14 @@ type Headed = { get(name: string): string }
 const requestOf = (ctx: Headed, issuer: string) => new Request(issuer, { headers: { cookie: ctx.get('cookie'), 'accept-language': ctx.get('accept-language') } })
 
 /** The library's session takes on the browser's: its account, methods, level and time, and which Latchkey session it is. */
-function adopt(session: Record<string, unknown> & { loginAccount(details: object): void }, browser: BrowserSession) {
+function adopt(session: Record<string, unknown> & { loginAccount(details: object): void; resetIdentifier(): void; new?: boolean }, browser: BrowserSession) {
+	// Another account, or another sign-in of the same one: what the provider session knew of clients (their grants and
+	// `sid`s) was the sign-in before's, and the library refuses a grant of another account (it would be a 500). As its
+	// own sign-in does, the session forgets them and takes a new id (no fixation of the id across sign-ins).
+	if (typeof session.accountId === 'string' && (session.accountId !== browser.userId || session[LATCHKEY_SESSION] !== browser.sessionId)) {
+		session.authorizations = {}
+		if (!session.new) session.resetIdentifier()
+	}
 	session.loginAccount({ accountId: browser.userId, loginTs: Math.floor(browser.authenticatedAt.getTime() / 1000), amr: browser.amr, acr: browser.aal })
 	session[LATCHKEY_SESSION] = browser.sessionId
 }
