@@ -147,6 +147,7 @@ const providerView = (sessions: BrowserSessions): ProviderBrowserSessions => ({
 		const session = await sessions.current(request)
 		return session && { sessionId: session.sessionId, userId: session.user.id, amr: session.amr, aal: session.aal, authenticatedAt: session.authenticatedAt, account: session.user }
 	},
+	sessionDigestOf: (request) => sessions.sessionDigestOf(request),
 })
 
 export function createApp({ config, database, keys, oauthKey, log, counters, peerAddress, templates, pageRenderer, dataKeys: givenDataKeys, resolveHost = systemResolver }: AppDeps) {

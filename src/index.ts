@@ -1,7 +1,9 @@
 #!/usr/bin/env bun
-import { parseArgs } from 'node:util'
+// @simplewebauthn/server's certificate checks need this polyfill before tsyringe loads. It imports it itself, but in
+// the compiled binary a module graph loaded by import() (the service's, below) may run tsyringe first: so, here.
+import 'reflect-metadata'
 import packageJson from '../package.json'
-import { createApp, pageSettings } from './app'
+import { importArguments, parseCommandLine } from './command-line'
 import { ConfigError, EnvSchema, loadConfig, type Config } from './config/env'
 import { keepDevelopmentSecrets, SecretFileError } from './config/secret-file'
 import { compilePgliteWasm, openDatabase } from './db/client'
@@ -11,13 +13,10 @@ import { DataKeys } from './crypto/data-keys'
 import { loadOAuthSigningKey, OAuthKeyError, type OAuthSigningKey } from './crypto/oauth-signing-key'
 import { KeyConfigError, loadTokenKeys, type TokenKeys } from './modules/auth/keys'
 import { PasswordHasher } from './modules/auth/password'
-import { BootstrapError, createAdmin, ensureActiveAdmin } from './modules/users/bootstrap'
-import { exportCommand, importCommand, type Terminal } from './modules/imports/command'
-import { USER_IMPORTS_BODY_LIMIT_BYTES } from './modules/imports/model'
-import { ensureConsoleClient } from './modules/oauth/clients'
+import type { Terminal } from './modules/imports/command'
 import { isCompiledBinary } from './runtime'
 import { MailTemplates, TemplateError } from './mail/templates'
-import { PageRenderer, PageSetupError } from './pages'
+import type { PageRenderer } from './pages'
 
 const HELP = `latchkey ${packageJson.version} — accounts and authentication over a JSON API
 
@@ -106,21 +105,9 @@ async function main(argv: string[]): Promise<number> {
 			redraw: process.stderr.isTTY ? (line) => void process.stderr.write(`\r\x1b[2K${line}`) : undefined,
 		}
 		const file = positionals[1] ?? ''
+		const { exportCommand, importCommand } = await import('./modules/imports/command')
 		if (transfer === 'export') return exportCommand(config, quiet, { file, withHashes: values['with-hashes'] ?? false }, terminal)
-		return importCommand(
-			config,
-			quiet,
-			{
-				file,
-				from: values.from,
-				dryRun: values['dry-run'] ?? false,
-				onConflict: values['on-conflict'],
-				providers: values.provider ?? [],
-				emitEvents: values['emit-events'] ?? false,
-				firebase: { hashKey: values['hash-key'], saltSeparator: values['salt-separator'], rounds: values.rounds, memCost: values['mem-cost'] },
-			},
-			terminal,
-		)
+		return importCommand(config, quiet, importArguments(values, file), terminal)
 	}
 	if (command === 'admin create') {
 		if (!values.email) {
@@ -134,6 +121,7 @@ async function main(argv: string[]): Promise<number> {
 }
 
 async function createAdminCommand(config: Config, log: Logger, input: { email: string; name?: string; password: string }) {
+	const { BootstrapError, createAdmin } = await import('./modules/users/bootstrap')
 	const database = await openDatabase(config.database)
 	try {
 		await migrate(database.db)
@@ -147,32 +135,6 @@ async function createAdminCommand(config: Config, log: Logger, input: { email: s
 	} finally {
 		await database.close()
 	}
-}
-
-function parseCommandLine(argv: string[]) {
-	return parseArgs({
-		args: argv,
-		allowPositionals: true,
-		strict: true,
-		options: {
-			help: { type: 'boolean', short: 'h' },
-			version: { type: 'boolean', short: 'v' },
-			email: { type: 'string' },
-			name: { type: 'string' },
-			'password-file': { type: 'string' },
-			// import and export
-			from: { type: 'string' },
-			'dry-run': { type: 'boolean' },
-			'on-conflict': { type: 'string' },
-			provider: { type: 'string', multiple: true },
-			'emit-events': { type: 'boolean' },
-			'hash-key': { type: 'string' },
-			'salt-separator': { type: 'string' },
-			rounds: { type: 'string' },
-			'mem-cost': { type: 'string' },
-			'with-hashes': { type: 'boolean' },
-		},
-	})
 }
 
 async function runMigrations(config: Config, log: Logger): Promise<number> {
@@ -218,6 +180,10 @@ async function serve(config: Config, log: Logger): Promise<number> {
 		console.error(`latchkey: configuration: ${error.message}`)
 		return EXIT.failure
 	}
+	// Loaded here, not at the top: the other commands (import, export, admin create, migrate, --version), and a start
+	// refused for its settings above, end without loading the service's modules, in a fraction of the time.
+	const [{ createApp, pageSettings }, { PageRenderer, PageSetupError }, { BootstrapError, ensureActiveAdmin }, { ensureConsoleClient }, { USER_IMPORTS_BODY_LIMIT_BYTES }] =
+		await Promise.all([import('./app'), import('./pages'), import('./modules/users/bootstrap'), import('./modules/oauth/clients'), import('./modules/imports/model')])
 	let pageRenderer: PageRenderer
 	try {
 		pageRenderer = new PageRenderer(pageSettings(config))

@@ -1,22 +1,20 @@
 /**
  * The console's audit log and settings as an operator uses them, in Debian's Chromium (playwright-core), signed in
- * through the real /sign-in page as test/console.browser.ts does: the audit log filtered to a user and paged, a
+ * through the real /sign-in page (test/support/console-browser.ts, no request leaving the console's origin): the audit log filtered to a user and paged, a
  * user's audit trail on their page, the settings with a value set in the environment and a secret shown only as
  * set (its text nowhere in the page); axe-core at 320 px and 1280 px, light and dark, under the pages' CSP (any
  * refusal of it fails the test). Screenshots land in test-artifacts/console/ (audit-*.png, settings-*.png).
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
-import { mkdirSync } from 'node:fs'
-import { join } from 'node:path'
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core'
+import type { Browser, BrowserContext, Page } from 'playwright-core'
 import { startTestApp, TEST_ENV, type TestApp } from './support/app'
-import { contextIn, openPage, seriousViolations, VIEW_STATES } from './support/browser'
-import { PASSWORD, signUp, signUpAdmin, uniqueEmail, type Account } from './support/fixtures'
+import { contextIn, seriousViolations, VIEW_STATES } from './support/browser'
+import { consoleScreenshot, launchConsoleBrowser, signInToConsole } from './support/console-browser'
+import { signUp, signUpAdmin, uniqueEmail, type Account } from './support/fixtures'
 import { freePort } from './support/ports'
 
 setDefaultTimeout(180_000)
 
-const ARTIFACTS = join(import.meta.dir, '..', 'test-artifacts', 'console')
 /** Set in the test app's environment: a plain setting the page shows, and secrets it must never show. */
 const SESSIONS_PER_USER_MAX = '42'
 const METRICS_TOKEN = `console-metrics-${crypto.randomUUID()}`
@@ -30,16 +28,11 @@ let admin: Account
 let grace: Account
 
 beforeAll(async () => {
-	mkdirSync(ARTIFACTS, { recursive: true })
 	const port = await freePort()
 	base = `http://localhost:${port}`
 	t = await startTestApp({ PUBLIC_URL: base, SESSIONS_PER_USER_MAX, METRICS_TOKEN, JWT_PREVIOUS_SECRET })
 	server = t.app.listen({ port, hostname: '127.0.0.1' })
-	// Not launchChromium(): localhost must be this machine's IPv4 loopback, where the app listens (not ::1).
-	browser = await chromium.launch({
-		executablePath: '/usr/bin/chromium',
-		args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--host-resolver-rules=MAP localhost 127.0.0.1'],
-	})
+	browser = await launchConsoleBrowser()
 	admin = await signUpAdmin(t, uniqueEmail('operator'))
 	grace = await signUp(t, { email: uniqueEmail('grace'), name: 'Grace Hopper' })
 	// More failed sign-ins of Grace's than one page holds (25), and events of others' around them.
@@ -52,26 +45,15 @@ afterAll(async () => {
 	await t?.close()
 })
 
-/** Opens `path` in a fresh browser and signs in at the real /sign-in page; ends on the view whose heading is `landing`. */
-async function signInToConsole(context: BrowserContext, path: string, landing: string) {
-	const opened = await openPage(context)
-	const { page } = opened
-	await page.goto(`${base}${path}`)
-	await page.waitForURL((url) => url.pathname === '/sign-in')
-	await page.fill('#email', admin.email)
-	await page.fill('#password', PASSWORD)
-	await Promise.all([page.waitForURL((url) => url.pathname.startsWith('/console') && !url.pathname.startsWith('/console/callback')), page.click('button[type=submit]')])
-	await page.locator('main h1', { hasText: landing }).waitFor()
-	return opened
-}
-
-const screenshot = (page: Page, name: string) => page.screenshot({ path: join(ARTIFACTS, `${name}.png`), fullPage: true })
+/** Opens `path` as the operator, signing in on the way; ends on the view headed `landing`. */
+const openAsOperator = (context: BrowserContext, path: string, landing: string) => signInToConsole(context, { base, email: admin.email, path, landing })
+const screenshot = consoleScreenshot
 const rowsOf = (page: Page) => page.locator('table.audit tbody tr')
 
 describe('the audit log', () => {
 	test('an operator filters it to a user by email and to an event type, and pages through it', async () => {
 		const context = await browser.newContext({ viewport: { width: 1280, height: 800 } })
-		const { page, violations } = await signInToConsole(context, '/console/audit', 'The audit log')
+		const { page, violations } = await openAsOperator(context, '/console/audit', 'The audit log')
 		await page.locator('.total', { hasText: 'newest first' }).waitFor()
 		expect(await page.getAttribute('#nav a[href="/console/audit"]', 'aria-current')).toBe('page')
 		// The whole log: the operator's own sign-in is there, by their email.
@@ -143,7 +125,7 @@ describe('the audit log', () => {
 describe("a user's page", () => {
 	test('shows their recent audit trail and leads to the log filtered to them', async () => {
 		const context = await browser.newContext({ viewport: { width: 1280, height: 800 } })
-		const { page, violations } = await signInToConsole(context, `/console/users/${grace.id}`, 'Grace Hopper')
+		const { page, violations } = await openAsOperator(context, `/console/users/${grace.id}`, 'Grace Hopper')
 		const trail = page.locator('#audit-heading ~ .table-wrap table.audit tbody tr')
 		expect(await trail.count()).toBe(10)
 		expect(await trail.first().textContent()).toContain('Sign-in failed')
@@ -160,7 +142,7 @@ describe("a user's page", () => {
 describe('the settings', () => {
 	test('show a value set in the environment, defaults as defaults, and secrets only as set — their text nowhere in the page', async () => {
 		const context = await browser.newContext({ viewport: { width: 1280, height: 800 } })
-		const { page, violations } = await signInToConsole(context, '/console/settings', 'Settings')
+		const { page, violations } = await openAsOperator(context, '/console/settings', 'Settings')
 		await page.locator('#settings-server-heading').waitFor()
 		expect(await page.getAttribute('#nav a[href="/console/settings"]', 'aria-current')).toBe('page')
 		const row = (name: string) => page.locator(`tr[data-setting="${name}"]`)
@@ -197,7 +179,7 @@ describe('axe-core', () => {
 		const found: Record<string, string[]> = {}
 		for (const state of VIEW_STATES) {
 			const context = await contextIn(browser, state)
-			const { page, violations } = await signInToConsole(context, `/console/audit?userId=${grace.id}`, 'The audit log')
+			const { page, violations } = await openAsOperator(context, `/console/audit?userId=${grace.id}`, 'The audit log')
 			const check = async (name: string) => {
 				const label = `${name}-${state.width}-${state.scheme}`
 				await screenshot(page, label)

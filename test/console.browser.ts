@@ -6,21 +6,18 @@
  * http://localhost:<port> (PUBLIC_URL). Screenshots land in test-artifacts/console/.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
-import { mkdirSync } from 'node:fs'
-import { join } from 'node:path'
 import { and, eq, isNull } from 'drizzle-orm'
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core'
+import { type Browser, type BrowserContext, type Page } from 'playwright-core'
 import { factors, oauthClients, sessions, users } from '../src/db/schema'
 import { startTestApp, type TestApp } from './support/app'
 import { contextIn, openPage, seriousViolations, VIEW_STATES } from './support/browser'
-import { enrollTotp } from './support/factors'
+import { consoleScreenshot, launchConsoleBrowser, signInToConsole } from './support/console-browser'
+import { awayFromStepBoundary, enrollTotp, totpCode } from './support/factors'
 import { login, PASSWORD, signUp, signUpAdmin, soleActiveAdmin, uniqueEmail, type Account } from './support/fixtures'
 import { registerClient } from './support/oauth'
 import { freePort } from './support/ports'
 
 setDefaultTimeout(120_000)
-
-const ARTIFACTS = join(import.meta.dir, '..', 'test-artifacts', 'console')
 
 let t: TestApp
 let server: ReturnType<TestApp['app']['listen']>
@@ -30,16 +27,11 @@ let admin: Account
 let grace: Account
 
 beforeAll(async () => {
-	mkdirSync(ARTIFACTS, { recursive: true })
 	const port = await freePort()
 	base = `http://localhost:${port}`
 	t = await startTestApp({ PUBLIC_URL: base })
 	server = t.app.listen({ port, hostname: '127.0.0.1' })
-	// Not launchChromium(): localhost must be this machine's IPv4 loopback, where the app listens (not ::1).
-	browser = await chromium.launch({
-		executablePath: '/usr/bin/chromium',
-		args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--host-resolver-rules=MAP localhost 127.0.0.1'],
-	})
+	browser = await launchConsoleBrowser()
 	admin = await signUpAdmin(t, uniqueEmail('operator'))
 	grace = await signUp(t, { email: uniqueEmail('grace'), name: 'Grace Hopper' })
 	for (let i = 0; i < 3; i++) await signUp(t, { email: uniqueEmail('someone'), name: `Someone ${i}` })
@@ -53,25 +45,14 @@ afterAll(async () => {
 const heading = (page: Page) => page.locator('main h1')
 
 /** Opens /console in a fresh browser and signs in at the real /sign-in page; ends on the users list. */
-async function signInToConsole(context: BrowserContext, email: string, landing = 'Users') {
-	const opened = await openPage(context)
-	const { page } = opened
-	await page.goto(`${base}/console`)
-	// The console sends the browser to the provider, which asks the pages to sign in.
-	await page.waitForURL((url) => url.pathname === '/sign-in')
-	await page.fill('#email', email)
-	await page.fill('#password', PASSWORD)
-	await Promise.all([page.waitForURL((url) => url.pathname.startsWith('/console') && !url.pathname.startsWith('/console/callback')), page.click('button[type=submit]')])
-	await page.locator('main h1', { hasText: landing }).waitFor()
-	return opened
-}
+const signIn = (context: BrowserContext, email: string, landing = 'Users') => signInToConsole(context, { base, email, landing })
 
-const screenshot = (page: Page, name: string) => page.screenshot({ path: join(ARTIFACTS, `${name}.png`), fullPage: true })
+const screenshot = consoleScreenshot
 
 describe('an operator', () => {
 	test('signs in, finds a user, opens them, revokes a session, deactivates and reactivates them', async () => {
 		const context = await browser.newContext({ viewport: { width: 1280, height: 800 } })
-		const { page, violations } = await signInToConsole(context, admin.email)
+		const { page, violations } = await signIn(context, admin.email)
 		expect(new URL(page.url()).pathname).toBe('/console')
 		// The whole table's total is the planner's estimate or a count: either way a number of users. When it does not
 		// come, the failure says what the page shows instead (a problem's sentence, a sign-in), not only that it timed out.
@@ -142,7 +123,7 @@ describe('an operator', () => {
 	test('pages through the users with Next and Previous, the cursors kept in the tab’s history', async () => {
 		for (let i = 0; i < 21; i++) await t.database.handle.db.insert(users).values({ id: Bun.randomUUIDv7(), email: uniqueEmail('bulk'), name: `Bulk ${i}` })
 		const context = await browser.newContext({ viewport: { width: 1280, height: 800 } })
-		const { page, violations } = await signInToConsole(context, admin.email)
+		const { page, violations } = await signIn(context, admin.email)
 		const firstPage = await page.locator('tbody tr td:first-child').allTextContents()
 		expect(firstPage).toHaveLength(20)
 		expect(await page.locator('button:has-text("Previous page")').isDisabled()).toBe(true)
@@ -164,7 +145,7 @@ describe('an operator', () => {
 
 	test('with the keyboard alone: a visible focus, every action reached with Tab and Enter, the dialog keeps the focus', async () => {
 		const context = await browser.newContext({ viewport: { width: 1280, height: 800 } })
-		const { page, violations } = await signInToConsole(context, admin.email)
+		const { page, violations } = await signIn(context, admin.email)
 		// The search field, then a user's link, by Tab alone.
 		const tabTo = async (matches: string, limit = 60) => {
 			for (let i = 0; i < limit; i++) {
@@ -225,7 +206,7 @@ describe('signing out', () => {
 	test("ends the browser's Latchkey session through the provider's sign-out, and the console then asks to sign in", async () => {
 		const operator = await signUpAdmin(t, uniqueEmail('leaving'))
 		const context = await browser.newContext({ viewport: { width: 1280, height: 800 } })
-		const { page, violations } = await signInToConsole(context, operator.email)
+		const { page, violations } = await signIn(context, operator.email)
 		await page.click('#sign-out')
 		await page.waitForURL((url) => url.pathname === '/oauth2/logout')
 		await Promise.all([page.waitForURL((url) => url.pathname === '/sign-in'), page.click('button[name=logout]')])
@@ -243,7 +224,7 @@ describe('a second factor and a consent', () => {
 		const ada = await signUp(t, { email: uniqueEmail('ada'), name: 'Ada Lovelace' })
 		const { factorId } = await enrollTotp(t, ada, 'Work phone')
 		const context = await browser.newContext({ viewport: { width: 1280, height: 800 } })
-		const { page, violations } = await signInToConsole(context, admin.email)
+		const { page, violations } = await signIn(context, admin.email)
 		await page.goto(`${base}/console/users/${ada.id}`)
 		await page.locator('main h1', { hasText: 'Ada Lovelace' }).waitFor()
 		expect(await page.textContent('#factors-heading ~ .table-wrap')).toContain('Work phone')
@@ -270,7 +251,7 @@ describe('a second factor and a consent', () => {
 })
 
 describe('MFA_REQUIRED=admins', () => {
-	test('an admin without a second factor is told to add one', async () => {
+	test('an admin without a second factor sees no section, only what to do; after adding one and signing in again, the console', async () => {
 		const port = await freePort()
 		const strictBase = `http://localhost:${port}`
 		const strict = await startTestApp({ PUBLIC_URL: strictBase, MFA_REQUIRED: 'admins' })
@@ -284,11 +265,30 @@ describe('MFA_REQUIRED=admins', () => {
 			await page.fill('#email', unenrolled.email)
 			await page.fill('#password', PASSWORD)
 			await page.click('button[type=submit]')
-			await page.locator('main [role=alert]', { hasText: 'add a second factor' }).waitFor()
+			await page.locator('main h1', { hasText: 'Add a second factor first' }).waitFor()
+			expect(await page.textContent('main [role=alert]')).toContain('add a second factor')
 			expect(new URL(page.url()).pathname).toBe('/console')
-			expect(await page.getAttribute('main [role=alert] a', 'href')).toBe('/account/security')
+			expect(await page.getAttribute('main a[href="/account/security"]', 'href')).toBe('/account/security')
+			// The API refuses every section to this session: the console offers none of them.
+			expect(await page.isVisible('#nav')).toBe(false)
+			expect(await page.locator('main form, main table').count()).toBe(0)
 			await screenshot(page, 'add-a-second-factor')
 			expect(await seriousViolations(page)).toEqual([])
+
+			// What the sentence says to do: add a factor (here through the API, as the account page would), then sign in again.
+			const { secret } = await enrollTotp(strict, unenrolled)
+			await page.click('button:has-text("Sign in to the console again")')
+			await page.waitForURL((url) => url.pathname === '/sign-in')
+			await page.fill('#email', unenrolled.email)
+			await page.fill('#password', PASSWORD)
+			await Promise.all([page.waitForLoadState('load'), page.click('button[type=submit]')])
+			await page.waitForSelector('#code')
+			await awayFromStepBoundary()
+			await page.fill('#code', totpCode(secret, 1))
+			await page.click('button[type=submit]')
+			await page.locator('main h1', { hasText: 'Users' }).waitFor()
+			await page.locator('.total').waitFor()
+			expect(await page.isVisible('#nav')).toBe(true)
 			expect(violations).toEqual([])
 			await context.close()
 		} finally {
@@ -303,7 +303,7 @@ describe('a refusal of the API', () => {
 		const { admin: last, restore } = await soleActiveAdmin(t)
 		try {
 			const context = await browser.newContext({ viewport: { width: 1280, height: 800 } })
-			const { page, violations } = await signInToConsole(context, last.email)
+			const { page, violations } = await signIn(context, last.email)
 			await page.goto(`${base}/console/users/${last.id}`)
 			await page.locator('main h1', { hasText: last.email }).waitFor()
 			await page.click('button:has-text("Make a plain user…")')
@@ -327,7 +327,7 @@ describe('someone who is not an administrator', () => {
 	test('is told so in a sentence, with a way to sign in with another account', async () => {
 		const user = await signUp(t, { email: uniqueEmail('plain') })
 		const context = await browser.newContext({ viewport: { width: 1280, height: 800 } })
-		const { page, violations } = await signInToConsole(context, user.email, 'Not an administrator')
+		const { page, violations } = await signIn(context, user.email, 'Not an administrator')
 		expect(await page.textContent('main [role=alert]')).toContain('This account is not an administrator')
 		expect(await page.isVisible('button:has-text("Sign in with another account")')).toBe(true)
 		expect(await page.isVisible('#nav')).toBe(false)
@@ -343,7 +343,7 @@ describe('axe-core', () => {
 		const found: Record<string, string[]> = {}
 		for (const state of VIEW_STATES) {
 			const context = await contextIn(browser, state)
-			const { page, violations } = await signInToConsole(context, admin.email)
+			const { page, violations } = await signIn(context, admin.email)
 			const check = async (name: string) => {
 				const label = `${name}-${state.width}-${state.scheme}`
 				await screenshot(page, label)

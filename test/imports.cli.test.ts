@@ -9,7 +9,9 @@ import { awayFromStepBoundary, completeWithTotp, passwordStep, totpCode } from '
 import { bcryptHash, cliDatabase, type CliDatabase } from './support/imports'
 import type { TestApp } from './support/app'
 
-// Each command is a process of its own that opens the database and migrates (a few seconds on the embedded one).
+// Most commands run in this process (cli.run: the same parsing and command function as index.ts); those that only a
+// process can show (exit codes, stdout as a shell sees it, index.ts's own checks, a kill) run as one (cli.runProcess),
+// each opening the database and migrating (a few seconds on the embedded one).
 setDefaultTimeout(90_000)
 
 const SECRET = 'JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP'
@@ -70,9 +72,11 @@ describe('latchkey import --from latchkey', () => {
 			expect(after?.passwordHash).toStartWith('$argon2id$')
 		})
 
-		// The same file again: every account is there now.
-		const again = await cli.run(['import', file, '--from', 'latchkey'])
-		expect(again.out).toMatch(/^created 0, updated 0, skipped 3, failed 5 in /)
+		// The same file again, as an operator runs it: every account is there now; the summary on stdout, the same
+		// failed lines on stderr, and exit code 1 from the process.
+		const again = await cli.runProcess(['import', file, '--from', 'latchkey'])
+		expect(again.out).toMatch(/^created 0, updated 0, skipped 3, failed 5 in \d+\.\d s\n$/)
+		expect(again.err).toBe(first.err)
 		expect(again.code).toBe(1)
 	})
 
@@ -165,8 +169,8 @@ describe('latchkey import --from latchkey', () => {
 			passwordHash: argon2i,
 			totpSecrets: [{ name: 'Phone', secret: SECRET }],
 		})
-		// Without --with-hashes: no hash, no secret; to standard output.
-		const plain = await cli.run(['export', '-'])
+		// Without --with-hashes: no hash, no secret; to standard output (of a process: this one's is the test run's).
+		const plain = await cli.runProcess(['export', '-'])
 		expect(plain.code).toBe(0)
 		expect(plain.out).toContain(`"email":"${email}"`)
 		expect(plain.out).not.toContain('passwordHash')
@@ -205,17 +209,18 @@ describe('latchkey import --from latchkey', () => {
 
 	test('bad usage exits 2 with the reason, before touching the database', async () => {
 		const file = cli.file('usage.ndjson', [{ email: uniqueEmail() }])
-		const cases: Array<[string[], string]> = [
-			[['import', file], "'import' needs --from"],
+		// Two as a process: the exit code a shell sees, from the command's checks and from index.ts's own.
+		const cases: Array<[string[], string, 'as a process'?]> = [
+			[['import', file], "'import' needs --from", 'as a process'],
 			[['import', file, '--from', 'okta'], '--from takes latchkey, supabase'],
 			[['import', file, '--from', 'latchkey', '--on-conflict', 'replace'], '--on-conflict takes skip or update'],
 			[['import', file, '--from', 'latchkey', '--provider', 'Google'], '--provider takes SOURCE=NAME'],
 			[['import', join(cli.folder, 'missing.ndjson'), '--from', 'latchkey'], 'no such file'],
-			[['import', '--from', 'latchkey'], "'import' takes one FILE"],
+			[['import', '--from', 'latchkey'], "'import' takes one FILE", 'as a process'],
 			[['import', file, '--from', 'firebase', '--rounds', '8'], 'Firebase hash parameters'],
 		]
-		for (const [args, message] of cases) {
-			const result = await cli.run(args)
+		for (const [args, message, how] of cases) {
+			const result = how ? await cli.runProcess(args) : await cli.run(args)
 			expect({ args, code: result.code, err: result.err }).toEqual({ args, code: 2, err: expect.stringContaining(message) })
 		}
 	})
@@ -226,7 +231,7 @@ describe('latchkey import on PostgreSQL', () => {
 		const prefix = `resume-${Bun.randomUUIDv7().slice(-8)}`
 		const total = 40_000
 		const file = cli.file('resume.ndjson', Array.from({ length: total }, (_, n) => ({ email: `${prefix}-${n}@example.test`, metadata: { n } })))
-		const child = cli.spawn(['import', file, '--from', 'latchkey'])
+		const child = await cli.spawn(['import', file, '--from', 'latchkey'])
 		const reached = await cli.withApp(async (t) => {
 			for (;;) {
 				const [saved] = await t.database.handle.db.select().from(importCheckpoints).where(sql`${importCheckpoints.key} like 'latchkey:%'`)
@@ -239,7 +244,7 @@ describe('latchkey import on PostgreSQL', () => {
 		expect(await child.exited).not.toBe(0)
 		expect(reached).toBeLessThan(total)
 
-		const resumed = await cli.run(['import', file, '--from', 'latchkey'])
+		const resumed = await cli.runProcess(['import', file, '--from', 'latchkey'])
 		const after = Number(/^resuming after line (\d+)$/m.exec(resumed.err)?.[1])
 		expect(after).toBeGreaterThanOrEqual(reached)
 		expect(after % 2000).toBe(0)
@@ -261,7 +266,7 @@ describe('latchkey import on PostgreSQL', () => {
 		const first = cli.file('overlap-a.ndjson', Array.from({ length: 6000 }, (_, n) => line(n)))
 		// The second file holds half of the first's users, in reverse order, and others.
 		const second = cli.file('overlap-b.ndjson', Array.from({ length: 6000 }, (_, n) => line(8999 - n)))
-		const [a, b] = await Promise.all([cli.run(['import', first, '--from', 'latchkey']), cli.run(['import', second, '--from', 'latchkey'])])
+		const [a, b] = await Promise.all([cli.runProcess(['import', first, '--from', 'latchkey']), cli.runProcess(['import', second, '--from', 'latchkey'])])
 		expect([a.code, b.code, a.err, b.err]).toEqual([0, 0, '', ''])
 		const created = (result: { out: string }) => Number(/^created (\d+)/.exec(result.out.replaceAll(',', ''))?.[1])
 		const skipped = (result: { out: string }) => Number(/skipped (\d+)/.exec(result.out.replaceAll(',', ''))?.[1])

@@ -249,6 +249,71 @@ describe('sessions', () => {
 		}
 	})
 
+	test('the Latchkey session read with the provider session is the one the browser cookie names now: signed in again after the first ended, the browser signs in as its new session', async () => {
+		const owner = await signUp(t)
+		const browser = new Browser(t, await browserCookie(t, owner))
+		expect((await authorize(app, { prompt: 'none' }, browser)).callback.searchParams.get('code')).toBeString()
+		const providerCookies = browser.cookie
+			.split('; ')
+			.filter((pair) => pair.startsWith('latchkey-op-session'))
+			.join('; ')
+		expect(providerCookies).toContain('latchkey-op-session=')
+		// The first session ends; the same browser, its provider session cookie kept, signs in again (as the sign-in page would).
+		expect((await t.call('DELETE', `/api/users/me/sessions/${owner.sessionId}`, { token: owner.accessToken })).status).toBe(200)
+		const again = await login(t, owner.email)
+		const signedInAgain = new Browser(t, `${await browserCookie(t, again)}; ${providerCookies}`)
+		const { callback, state, verifier, nonce } = await authorize(app, { prompt: 'none' }, signedInAgain)
+		const parameters = oauth.validateAuthResponse(as, app.client, callback, state)
+		const response = await oauth.authorizationCodeGrantRequest(as, app.client, app.auth, parameters, REDIRECT_URI, verifier, through(t))
+		const tokens = await oauth.processAuthorizationCodeResponse(as, app.client, response, { expectedNonce: nonce, requireIdToken: true })
+		expect(oauth.getValidatedIdTokenClaims(tokens)).toMatchObject({ sub: owner.id, sid: again.sessionId })
+	})
+
+	test("a browser whose cookie now names another account's session signs in as that account — the first account's session still live, its provider session cookie kept — and the provider session takes a new id", async () => {
+		const first = await signUp(t)
+		const browser = new Browser(t, await browserCookie(t, first))
+		expect((await authorize(app, { prompt: 'none' }, browser)).callback.searchParams.get('code')).toBeString()
+		const providerCookies = browser.cookie
+			.split('; ')
+			.filter((pair) => pair.startsWith('latchkey-op-session'))
+			.join('; ')
+		expect(providerCookies).toContain('latchkey-op-session=')
+		// Someone else signs in on the same browser (the sign-in page's cookie changes); the first account's session lives on.
+		const second = await signUp(t)
+		const switched = new Browser(t, `${await browserCookie(t, second)}; ${providerCookies}`)
+		const { callback, state, verifier, nonce } = await authorize(app, { prompt: 'none' }, switched)
+		const parameters = oauth.validateAuthResponse(as, app.client, callback, state)
+		const response = await oauth.authorizationCodeGrantRequest(as, app.client, app.auth, parameters, REDIRECT_URI, verifier, through(t))
+		const tokens = await oauth.processAuthorizationCodeResponse(as, app.client, response, { expectedNonce: nonce, requireIdToken: true })
+		expect(oauth.getValidatedIdTokenClaims(tokens)).toMatchObject({ sub: second.id, sid: second.sessionId })
+		// Not the first account's provider session carried on: its id changed with the account.
+		// The last one the browser holds: the one the provider set last.
+		const providerSessionId = (cookies: string) => cookies.split('; ').filter((pair) => pair.startsWith('latchkey-op-session=')).at(-1)
+		expect(providerSessionId(switched.cookie)).toBeString()
+		expect(providerSessionId(switched.cookie)).not.toBe(providerSessionId(providerCookies))
+		expect((await t.call('GET', '/api/users/me', { token: first.accessToken })).status).toBe(200)
+	})
+
+	test('a provider session signed in to two clients finds the grant of each, among every other grant', async () => {
+		// Another account's grants first, so that the session's are among others.
+		const someoneElse = new Browser(t, await browserCookie(t, await signUp(t)))
+		for (const client of [app, spa]) expect((await authorize(client, { prompt: 'none' }, someoneElse)).callback.searchParams.get('code')).toBeString()
+		const owner = await signUp(t)
+		const browser = new Browser(t, await browserCookie(t, owner))
+		for (const client of [spa, app, spa, app]) {
+			const { callback, state, verifier, nonce } = await authorize(client, { prompt: 'none' }, browser)
+			const parameters = oauth.validateAuthResponse(as, client.client, callback, state)
+			const response = await oauth.authorizationCodeGrantRequest(as, client.client, client.auth, parameters, REDIRECT_URI, verifier, through(t))
+			const tokens = await oauth.processAuthorizationCodeResponse(as, client.client, response, { expectedNonce: nonce, requireIdToken: true })
+			expect(oauth.getValidatedIdTokenClaims(tokens)).toMatchObject({ sub: owner.id, aud: client.clientId })
+		}
+		const grants = await t.database.handle.db.select({ payload: oauthArtifacts.payload }).from(oauthArtifacts).where(eq(oauthArtifacts.model, 'Grant'))
+		const ofThisAccount = grants.filter(({ payload }) => payload.accountId === owner.id)
+		// One grant per client, reused at every sign-in: each was found again through the provider session.
+		expect(ofThisAccount.map(({ payload }) => payload.clientId).sort()).toEqual([app.clientId, spa.clientId].sort())
+		expect(grants.length).toBeGreaterThan(ofThisAccount.length)
+	})
+
 	test('a signed-out browser is sent to the sign-in page with its way back', async () => {
 		const request = await authorizationRequest(as, app.clientId, { login_hint: 'someone@example.test' })
 		const { url, response } = await new Browser(t).visit(request.url.href)

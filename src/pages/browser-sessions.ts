@@ -66,9 +66,9 @@ export class BrowserSessions {
 	 * to a deactivated account.
 	 */
 	async current(request: Request): Promise<BrowserSession | undefined> {
-		const token = readCookie(request, SESSION_COOKIE)
-		if (!isOpaqueToken(token)) return undefined
-		const [row] = await this.lookup.execute({ hash: digestOf(token) })
+		const hash = this.sessionDigestOf(request)
+		if (hash === undefined) return undefined
+		const [row] = await this.lookup.execute({ hash })
 		if (!row) return undefined
 		const { session, user } = row
 		return {
@@ -80,6 +80,15 @@ export class BrowserSessions {
 			enrollmentOnly: session.enrollmentOnly,
 			expiresAt: session.expiresAt,
 		}
+	}
+
+	/**
+	 * What names the browser's session in `sessions.browser_token_hash`: the digest of its cookie, when the request
+	 * carries one of the right shape. The OpenID Provider reads the session by it with its own (oauth/adapter.ts).
+	 */
+	sessionDigestOf(request: Request): string | undefined {
+		const token = readCookie(request, SESSION_COOKIE)
+		return isOpaqueToken(token) ? digestOf(token) : undefined
 	}
 
 	/**

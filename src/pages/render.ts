@@ -5,7 +5,11 @@ import Negotiator from 'negotiator'
 import linkTokenScript from './assets/link-token.page.js' with { type: 'text' }
 import invitationScript from './assets/invitation.page.js' with { type: 'text' }
 import passkeysScript from './assets/passkeys.page.js' with { type: 'text' }
-import styles from './assets/styles.css' with { type: 'text' }
+import palette from './assets/palette.css' with { type: 'text' }
+import pageStyles from './assets/styles.css' with { type: 'text' }
+
+/** The pages' stylesheet as served: the palette the console shares, then the pages' own rules. */
+const styles = `${palette}\n${pageStyles}`
 import en from './locales/en.json'
 import account from './templates/account.mustache' with { type: 'text' }
 import accountApplications from './templates/account-applications.mustache' with { type: 'text' }

@@ -4,11 +4,13 @@
  * against a built binary, reporting per request the service's CPU, its PostgreSQL backends' CPU and the driver's own.
  * With every core busy, throughput is the cores ÷ the sum of the three, so their sums compare the two requests.
  *
- *   bun test/bench/provider-cpu.ts [--binary dist/latchkey] [--seconds 5] [--database latchkey_bench_speed] [--users 1000000]
- *       [--server postgres://postgres@127.0.0.1:5432/postgres] [--all]
+ *   bun test/bench/provider-cpu.ts [--binary dist/latchkey | --source] [--seconds 5] [--database latchkey_bench_speed]
+ *       [--users 1000000] [--server postgres://postgres@127.0.0.1:5432/postgres] [--all | --only sso,code,…]
  *
  * `--all` runs every scenario of the section before the two reads, in the bench's order (sign-ins, pages, code
- * exchanges and refreshes write the tables the reads then read), and prints every scenario's row.
+ * exchanges and refreshes write the tables the reads then read), and prints every scenario's row. `--only` measures
+ * the scenarios named (`sso` is both SSO rows, 16 at once and one at a time). `--source` runs src/index.ts instead of
+ * a binary: no build between two changes (its figures are not the binary's, but two runs of it compare).
  */
 import { benchServiceEnv } from './service-env'
 import { mkdirSync, openSync, readFileSync } from 'node:fs'
@@ -18,7 +20,7 @@ import postgres from 'postgres'
 import { freePort } from '../support/ports'
 import { prepareDatabase, SEED_PASSWORD } from './database'
 import { cpuSeconds, machineCpu } from './proc'
-import { providerSection } from './provider'
+import { providerSection, type ProviderScenario } from './provider'
 import type { LoadResult } from './workload'
 
 const ROOT = join(import.meta.dir, '..', '..')
@@ -31,6 +33,8 @@ const { values: args } = parseArgs({
 		server: { type: 'string', default: 'postgres://postgres@127.0.0.1:5432/postgres' },
 		database: { type: 'string', default: 'latchkey_bench_speed' },
 		all: { type: 'boolean', default: false },
+		only: { type: 'string' },
+		source: { type: 'boolean', default: false },
 	},
 })
 const artifacts = join(ROOT, 'test-artifacts')
@@ -56,7 +60,7 @@ const result = await providerSection<Measured, string>({
 	password: SEED_PASSWORD,
 	cores: navigator.hardwareConcurrency,
 	log: (message) => console.error(`[cpu ${new Date().toISOString().slice(11, 19)}] ${message}`),
-	scenarios: args.all ? undefined : new Set(['userinfo', 'users-me']),
+	scenarios: args.all ? undefined : new Set((args.only?.split(',') ?? ['userinfo', 'users-me']) as ProviderScenario[]),
 	measure: async (_target, run) => {
 		const pids = await backends()
 		const postgres0 = pids.map(pidCpu)
@@ -81,7 +85,7 @@ const result = await providerSection<Measured, string>({
 		const port = await freePort()
 		const url = `http://127.0.0.1:${port}`
 		// As the bench starts the binary (run.ts): limits off, the request log written and not kept.
-		const child = Bun.spawn([resolve(args.binary)], {
+		const child = Bun.spawn(args.source ? [process.execPath, join(ROOT, 'src', 'index.ts')] : [resolve(args.binary)], {
 			cwd: artifacts,
 			env: { ...benchServiceEnv({ home: artifacts, port, databaseUrl: database.url, logLevel: 'info' }), ...env(url) },
 			stdout: 'ignore',
@@ -96,6 +100,7 @@ const result = await providerSection<Measured, string>({
 		return { pid: child.pid, url, readyAfterMs: 0, stop: async () => { child.kill('SIGTERM'); await child.exited } }
 	},
 })
-for (const line of result.rows.filter((row) => args.all || row.startsWith('provider-users-me') || row.startsWith('provider-userinfo'))) console.log(line)
-console.log(`userinfo ÷ /users/me: ${(result.figures.userinfoRatio * 100).toFixed(0)}% by rate; load average ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')} at the end`)
+const printed = args.all ? [''] : args.only ? args.only.split(',').map((name) => `provider-${name}`) : ['provider-users-me', 'provider-userinfo']
+for (const line of result.rows.filter((row) => printed.some((prefix) => row.startsWith(prefix)))) console.log(line)
+if (!args.only) console.log(`userinfo ÷ /users/me: ${(result.figures.userinfoRatio * 100).toFixed(0)}% by rate; load average ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')} at the end`)
 await admin.end()

@@ -26,7 +26,8 @@
  * webhook one (test/bench/webhooks.ts), `--only provider` the OpenID Provider one (test/bench/provider.ts:
  * single sign-on, code exchange, refresh, userinfo, the sign-in page, its own start-up), `--only organizations` the
  * organization one (test/bench/organizations.ts: 100,000 organizations seeded beside the users, one of 100,000
- * members, the list pages of a big and a small one side by side), with no other start-up, hashing or other scenario.
+ * members, the list pages of a big and a small one side by side), `--only console` the admin console's (test/bench/console.ts:
+ * its users page in Chromium against the API's time for the same list), with no other start-up, hashing or other scenario.
  *
  * Speed goals live here and only here; `bun test` never times anything.
  */
@@ -44,6 +45,7 @@ import { describeOidc, oidcSection, type OidcFigures } from './oidc'
 import { describeProvider, providerSection, type ProviderFigures } from './provider'
 import { describeWebhooks, webhookSection, type WebhookFigures } from './webhooks'
 import { describeOrganizations, organizationSection, type OrganizationFigures } from './organizations'
+import { consoleSection, describeConsole, type ConsoleFigures } from './console'
 import { measureStartups, type StartupFigures } from './startup'
 import { describeMemory, measureMemory, type MemoryFigures } from './memory'
 import { describeImport, measureImport } from './import'
@@ -95,7 +97,7 @@ const MEMORY_ROUND = args['memory-round'] === undefined ? Math.ceil(MEMORY_REQUE
 const LOGOUT_POOL = whole('logout-pool', 10)
 /** Mails the outbox scenario queues at once. */
 const MAIL_COUNT = whole('mail-count', 10)
-const SECTIONS = ['mail', 'mfa', 'oidc', 'webhooks', 'provider', 'organizations'] as const
+const SECTIONS = ['mail', 'mfa', 'oidc', 'webhooks', 'provider', 'organizations', 'console'] as const
 type Section = (typeof SECTIONS)[number]
 const isSection = (value: string | undefined): value is Section => SECTIONS.includes(value as Section)
 const loginReadOnly = args.only === 'login-read'
@@ -568,6 +570,7 @@ async function main() {
 	await runWebhooks(database.url, rows, extra)
 	await runProvider(database.url, rows, extra)
 	await runOrganizations(database.url, rows, extra)
+	await runConsole(database.url, rows, extra)
 	await finish({ startedAt, machine, database, hashing, memory, rows, extra })
 }
 
@@ -680,6 +683,17 @@ async function runOrganizations(databaseUrl: string, rows: Row[], extra: Record<
 	extra.organizations = organizations.figures
 }
 
+/** 14. The admin console (test/bench/console.ts): its users page in Chromium against the API's own time for the same list. */
+async function runConsole(databaseUrl: string, _rows: Row[], extra: Record<string, unknown>) {
+	log('14. admin console')
+	extra.console = await consoleSection({
+		admin: ADMIN,
+		log,
+		// startService sets PUBLIC_URL to the service's own address: the console's issuer, where the browser signs in.
+		startService: (name) => startService(databaseUrl, '1', { name }),
+	})
+}
+
 /** The binary's RSS idle and after one sign-up and login, on the embedded database and on PostgreSQL (test/bench/memory.ts). */
 async function memoryAtRestOnBothDatabases(): Promise<MemoryFigures> {
 	log('measuring memory at rest on the embedded database and on PostgreSQL')
@@ -708,7 +722,7 @@ async function sectionOnly(section: Section, startedAt: Date, machine: Awaited<R
 	log(database.seeded === 'created' ? `seeded in ${database.seedSeconds.toFixed(0)} s` : 'reused the existing seed')
 	const rows: Row[] = []
 	const extra: Record<string, unknown> = {}
-	await { mail: runMail, mfa: runMfa, oidc: runOidc, webhooks: runWebhooks, provider: runProvider, organizations: runOrganizations }[section](database.url, rows, extra)
+	await { mail: runMail, mfa: runMfa, oidc: runOidc, webhooks: runWebhooks, provider: runProvider, organizations: runOrganizations, console: runConsole }[section](database.url, rows, extra)
 	await finish({ startedAt, machine, database, rows, extra })
 }
 
@@ -814,6 +828,8 @@ function printTable(report: { extra: Record<string, unknown>; options: { users: 
 	if (provider) for (const line of describeProvider(provider)) console.log(line)
 	const organizations = report.extra.organizations as OrganizationFigures | undefined
 	if (organizations) for (const line of describeOrganizations(organizations)) console.log(line)
+	const consoleFigures = report.extra.console as ConsoleFigures | undefined
+	if (consoleFigures) for (const line of describeConsole(consoleFigures)) console.log(line)
 }
 
 await main()

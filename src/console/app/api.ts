@@ -17,7 +17,7 @@ export interface Problem {
 	title?: string
 	status?: number
 	detail?: string
-	errors?: Array<{ pointer?: string; detail?: string }>
+	errors?: Array<{ pointer?: string; detail?: string; code?: string }>
 }
 
 /** The problem kind: the last segment of its `type` URI. */
@@ -45,15 +45,31 @@ export function sentenceOf(status: number, problem: Problem | undefined): string
 			return 'Your sign-in has ended (it expired, was revoked, or the account was deactivated). Sign in again.'
 		case 'last-admin':
 			return 'This is the last active administrator: it can be neither deactivated nor made a plain user. Make another account an administrator first.'
+		case 'last-owner':
+			return 'This is the organization’s last owner: it can be neither removed nor given roles without owner. Make another member an owner first.'
+		case 'slug-taken':
+			return 'Another organization has this slug (a deactivated one too): choose another.'
+		case 'mail-unavailable':
+			return 'This server cannot send mail now (no SMTP server is configured), so no invitation can go out. Add the person as a member instead if they have an account.'
 		case 'not-found':
 			return 'Not found: it no longer exists, or the address is wrong.'
 		case 'rate-limited':
 			return 'Too many requests from this address: wait a minute, then retry.'
-		case 'validation-error':
+		case 'validation-error': {
+			// A webhook's URL that can never receive (its scheme, or where its host resolves): said as such.
+			const refusedUrl = problem?.errors?.find((error) => error.code === 'refused' && error.pointer === '#/url')
+			const why = refusedUrl?.detail ?? ''
+			if (refusedUrl && /metadata/.test(why)) return `This URL cannot receive webhooks: ${why}, which is always refused.`
+			if (refusedUrl && /private|loopback|link-local/.test(why))
+				return `This URL cannot receive webhooks: ${why}. Deliveries go only to public addresses, unless the server is started with WEBHOOK_ALLOW_PRIVATE_NETWORKS=true.`
+			if (refusedUrl) return `This URL cannot receive webhooks: ${why.startsWith('must') ? `it ${why}` : why || 'it is refused'}.`
 			return `Some values are not valid: ${(problem?.errors ?? []).map((error) => `${(error.pointer ?? '').replace(/^#\//, '')} ${error.detail ?? ''}`.trim()).join('; ') || problem?.detail || ''}`
-		case 'conflict':
+		}
 		case 'email-taken':
 			return `This conflicts with the account as it is now: ${problem?.detail ?? 'read it again and retry.'}`
+		case 'conflict':
+			if (/endpoint is disabled/i.test(problem?.detail ?? '')) return 'This webhook endpoint is turned off: turn it on first, then retry.'
+			return `This conflicts with how things are now: ${problem?.detail ?? 'read the page again and retry.'}`
 		case 'service-unavailable':
 			return 'The database is not answering: try again in a moment.'
 		case 'internal-error':

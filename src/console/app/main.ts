@@ -4,8 +4,8 @@
  */
 import { api } from './api'
 import { h, replace } from './dom'
-import { accessToken, finishSignIn, forgetTokens, signIn, signOut, SignInFailed } from './session'
-import { focusHeading, main, navigate, onNavigate, showProblem } from './shell'
+import { accessToken, finishSignIn, forgetTokens, operator, rememberOperator, signIn, signOut, SignInFailed, type Operator } from './session'
+import { focusHeading, main, nav, navigate, onNavigate, showProblem } from './shell'
 import { auditView } from './audit'
 import { oauthClientView, oauthClientsView } from './oauth-clients'
 import { organizationView, organizationsView } from './organizations'
@@ -34,9 +34,8 @@ const VIEWS: Array<[RegExp, View]> = [
 
 const who = document.getElementById('who') as HTMLElement
 const signOutButton = document.getElementById('sign-out') as HTMLButtonElement
-const nav = document.getElementById('nav') as HTMLElement
 
-let me: { id: string; email: string; role: string } | undefined
+let me: Operator | undefined
 
 async function render(): Promise<void> {
 	const url = new URL(location.href)
@@ -56,6 +55,7 @@ async function render(): Promise<void> {
 		await signIn(url.pathname + url.search)
 		return
 	}
+	me ??= operator()
 	if (!me) {
 		const { data, error } = await api.users({ id: 'me' }).get()
 		if (error || !data) {
@@ -63,6 +63,9 @@ async function render(): Promise<void> {
 			return showProblem(main, error)
 		}
 		me = data.data
+		rememberOperator(me)
+	}
+	if (!who.textContent) {
 		replace(who, h('span', { class: 'muted' }, 'Signed in as '), me.email)
 		signOutButton.hidden = false
 	}

@@ -87,3 +87,49 @@ export async function userNames(ids: readonly string[], known?: { id: string; em
 	)
 	return knownEmails
 }
+
+type FieldAttributes = Parameters<typeof h>[1]
+
+/** A labelled input (`#{id}`), with a hint read with it by screen readers. */
+export function inputField(id: string, label: string, attributes: FieldAttributes = {}, hint?: string) {
+	return h(
+		'div',
+		{ class: 'field' },
+		h('label', { for: id }, label),
+		hint ? h('p', { id: `${id}-hint`, class: 'hint' }, hint) : undefined,
+		h('input', { id, name: id, ...attributes, 'aria-describedby': hint ? `${id}-hint` : undefined }),
+	)
+}
+
+/** A labelled text area of one value a line (redirect URIs, permissions): `linesOf` reads it back. */
+export function linesField(id: string, label: string, lines: readonly string[], hint?: string) {
+	return h(
+		'div',
+		{ class: 'field' },
+		h('label', { for: id }, label),
+		hint ? h('p', { id: `${id}-hint`, class: 'hint' }, hint) : undefined,
+		h('textarea', { id, name: id, rows: Math.max(3, lines.length + 1), spellcheck: 'false', autocomplete: 'off', 'aria-describedby': hint ? `${id}-hint` : undefined }, lines.join('\n')),
+	)
+}
+
+/** The non-empty lines of a text area, trimmed, each once. */
+export const linesOf = (text: string) => [...new Set(text.split(/\r?\n/).map((line) => line.trim()).filter(Boolean))]
+
+/** A group of checkboxes (`name`), its legend read as the group's name. */
+export function checkboxes(name: string, legend: string, options: ReadonlyArray<readonly [value: string, label: string]>, chosen: readonly string[], hint?: string) {
+	return h(
+		'fieldset',
+		{ class: 'choices', 'aria-describedby': hint ? `${name}-hint` : undefined },
+		h('legend', {}, legend),
+		hint ? h('p', { id: `${name}-hint`, class: 'hint' }, hint) : undefined,
+		...options.map(([value, label]) =>
+			h('label', { class: 'choice' }, h('input', { type: 'checkbox', name, value, checked: chosen.includes(value) }), ' ', label),
+		),
+	)
+}
+
+/** The values of the checked boxes named `name` inside `form`. */
+export const checkedIn = (form: ParentNode, name: string) => [...form.querySelectorAll<HTMLInputElement>(`input[type=checkbox][name="${name}"]`)].filter((box) => box.checked).map((box) => box.value)
+
+/** Where a form's refusal is shown (showProblem puts its sentence in it), right beside the form. */
+export const alertSlot = () => h('div', { class: 'alert-slot' })

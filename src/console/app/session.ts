@@ -27,6 +27,15 @@ interface Tokens {
 	idToken?: string
 	/** Milliseconds since the epoch. */
 	expiresAt: number
+	/** Who signed in, read once per sign-in: a reload then needs no request before the view's own. */
+	operator?: Operator
+}
+
+/** The signed-in account, as GET /users/me shows it. The bar and the view use it; the API decides every right. */
+export interface Operator {
+	id: string
+	email: string
+	role: string
 }
 
 const base64url = (bytes: Uint8Array) => btoa(String.fromCharCode(...bytes)).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '')
@@ -43,12 +52,23 @@ export function accessToken(): string | undefined {
 	}
 }
 
-const idToken = (): string | undefined => {
+const storedTokens = (): Tokens | undefined => {
 	try {
-		return (JSON.parse(sessionStorage.getItem(TOKENS_KEY) ?? 'null') as Tokens | null)?.idToken
+		return (JSON.parse(sessionStorage.getItem(TOKENS_KEY) ?? 'null') as Tokens | null) ?? undefined
 	} catch {
 		return undefined
 	}
+}
+
+const idToken = () => storedTokens()?.idToken
+
+/** The account these tokens are for, when it was read since they were issued. */
+export const operator = (): Operator | undefined => storedTokens()?.operator
+
+/** Keeps the account beside the tokens it was read with (a new sign-in replaces both). */
+export function rememberOperator({ id, email, role }: Operator) {
+	const tokens = storedTokens()
+	if (tokens) sessionStorage.setItem(TOKENS_KEY, JSON.stringify({ ...tokens, operator: { id, email, role } }))
 }
 
 export const forgetTokens = () => sessionStorage.removeItem(TOKENS_KEY)

@@ -25,7 +25,7 @@ const shownValue = (value: Setting['value']) => (typeof value === 'boolean' ? (v
 
 /** What the page says of a value: the value itself, or for a secret whether it is set (a URL with its password masked). */
 function valueOf(setting: Setting) {
-	const note = setting.note ? h('span', { class: 'note' }, setting.note) : undefined
+	const note = setting.note ? h('span', { class: 'setting-note' }, setting.note) : undefined
 	if (setting.secret) {
 		if (!setting.set) return h('span', { class: 'muted' }, 'not set')
 		const mark = h('span', { class: 'badge secret' }, setting.source === 'generated' ? 'generated, hidden' : 'set, hidden')

@@ -27,6 +27,8 @@ function select(name: string, label: string, value: string, options: ReadonlyArr
 }
 
 export async function usersView(main: HTMLElement, url: URL) {
+	// Marks for the bench (test/bench/console.ts): from here, and from the page's start, to the list shown.
+	performance.mark('console:users:start')
 	const query = url.searchParams
 	const q = query.get('q')?.trim() ?? ''
 	const role = query.get('role') ?? ''
@@ -115,4 +117,5 @@ export async function usersView(main: HTMLElement, url: URL) {
 		pages.nav,
 	)
 	if (document.activeElement === document.body || !main.contains(document.activeElement)) focusHeading()
+	performance.measure('console:users', 'console:users:start')
 }

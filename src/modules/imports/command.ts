@@ -1,7 +1,7 @@
 import { closeSync, fchmodSync, openSync } from 'node:fs'
 import type { Config } from '../../config/env'
 import { DataKeys, UnreadableSecret } from '../../crypto/data-keys'
-import { isDatabaseUnavailable, loggableError, openDatabase } from '../../db/client'
+import { isDatabaseUnavailable, loggableError, openDatabase, type DatabaseHandle } from '../../db/client'
 import { migrate } from '../../db/migrate'
 import type { Logger } from '../../log'
 import { AuditLog } from '../audit/service'
@@ -38,8 +38,12 @@ const usage = (terminal: Terminal, message: string) => {
 
 const CLIENT = { ip: null, userAgent: 'latchkey import', requestId: null }
 
+/** Opens the database a command works on, closed when it ends: the configured one; the tests hand in theirs. */
+export type OpenDatabase = (config: Config) => Promise<DatabaseHandle>
+const configuredDatabase: OpenDatabase = (config) => openDatabase(config.database)
+
 /** Checks the arguments (exit 2 when they are wrong), then imports the file into the configured database. */
-export async function importCommand(config: Config, log: Logger, args: ImportArguments, terminal: Terminal): Promise<number> {
+export async function importCommand(config: Config, log: Logger, args: ImportArguments, terminal: Terminal, open = configuredDatabase): Promise<number> {
 	if (args.from === undefined) return usage(terminal, `'import' needs --from ${SOURCES.join('|')}`)
 	if (!(SOURCES as readonly string[]).includes(args.from)) return usage(terminal, `--from takes ${SOURCES.join(', ')} (got '${args.from}')`)
 	const onConflict = args.onConflict ?? 'skip'
@@ -63,7 +67,7 @@ export async function importCommand(config: Config, log: Logger, args: ImportArg
 	const file = Bun.file(args.file)
 	if (!(await file.exists())) return usage(terminal, `cannot read ${args.file}: no such file`)
 
-	const database = await openDatabase(config.database)
+	const database = await open(config)
 	try {
 		await migrate(database.db)
 		const imports = new ImportsService({ db: database.db, dataKeys: DataKeys.from(config.dataKeys, log), audit: new AuditLog(database.db, log) })
@@ -144,7 +148,7 @@ function progressReport(terminal: Terminal, started: number) {
 }
 
 /** `latchkey export FILE [--with-hashes]`: every user as Latchkey's NDJSON, to FILE (mode 0600) or `-` (stdout). */
-export async function exportCommand(config: Config, log: Logger, args: { file: string; withHashes: boolean }, terminal: Terminal): Promise<number> {
+export async function exportCommand(config: Config, log: Logger, args: { file: string; withHashes: boolean }, terminal: Terminal, open = configuredDatabase): Promise<number> {
 	let fd: number
 	try {
 		fd = args.file === '-' ? 1 : openSync(args.file, 'w', 0o600)
@@ -154,7 +158,7 @@ export async function exportCommand(config: Config, log: Logger, args: { file: s
 		return usage(terminal, `cannot write ${args.file}: ${(error as NodeJS.ErrnoException).code ?? 'error'}`)
 	}
 	const sink = Bun.file(fd).writer()
-	const database = await openDatabase(config.database)
+	const database = await open(config)
 	try {
 		await migrate(database.db)
 		const started = performance.now()

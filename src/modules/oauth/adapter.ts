@@ -42,6 +42,22 @@ export interface AccountRecord {
 }
 
 /**
+ * A browser's live Latchkey session as the provider reads it with its own session (one statement, findSession): the
+ * session named by the digest of the browser's cookie, unrevoked and unexpired, of an active account, with the account.
+ * The same conditions as the pages' lookup (pages/browser-sessions.ts), which reads it when no provider session does.
+ */
+export interface BrowserSessionRecord {
+	sessionId: string
+	amr: string[]
+	aal: 'aal1' | 'aal2'
+	authenticatedAt: Date
+	account: AccountRecord
+}
+
+/** Where a browser session read with a provider session waits for the provider (ReadAhead), by its cookie's digest. */
+export const browserSessionKey = (digest: string) => `Browser session ${digest}`
+
+/**
  * What a request's first read brought along for the library's next reads in the same request: a token comes
  * with its provider session, its grant and its account in one query, a provider session with its grants, where
  * the library would ask for each in turn. Each is taken once, and forgotten when the request writes it; a
@@ -121,7 +137,11 @@ const CONSUMED: Record<string, string> = {
 	DeviceCode: 'device code already consumed',
 }
 
-export function databaseAdapter(db: Database, clients: ClientMetadataSource, sessionEnded: SessionEnded, ahead: ReadAhead) {
+/**
+ * `browserDigest`: the digest of the current request's browser cookie (undefined without one), whose Latchkey session
+ * is read with the provider session in the same statement and kept for the provider (browserSessionKey).
+ */
+export function databaseAdapter(db: Database, clients: ClientMetadataSource, sessionEnded: SessionEnded, ahead: ReadAhead, browserDigest: () => string | undefined = () => undefined) {
 	// Prepared once (the SQL is not rebuilt per request; PostgreSQL plans it once per connection): a record of a
 	// kind by id, by user code or by uid, still unexpired, with whether a provider session's Latchkey session is live.
 	const lookup = (column: typeof oauthArtifacts.id | typeof oauthArtifacts.userCode | typeof oauthArtifacts.uid, name: string) =>
@@ -138,6 +158,8 @@ export function databaseAdapter(db: Database, clients: ClientMetadataSource, ses
 	const tokenWithItsOwn = prepareTokenWithItsOwn(db, 'latchkey_oauth_token_with_its_own')
 
 	// A provider session with the grants it names (one per client it signed in to), for the authorization that follows.
+	// Each grant by its primary key (a lateral lookup per name): as `g.id in (…)` PostgreSQL hashed the names and
+	// scanned every unexpired grant against them — 0.5 ms a read with 256 grants, and growing with them.
 	const sessionAuthorizations = sql`${outer('oauth_artifacts', 'payload')}->'authorizations'`
 	const sessionWithGrants = db
 		.select({
@@ -146,11 +168,23 @@ export function databaseAdapter(db: Database, clients: ClientMetadataSource, ses
 			standsForLiveSession: liveLatchkeySession('oauth_artifacts'),
 			grants: sql<Array<{ id: string; payload: Record<string, unknown>; consumed: number | null }>>`(
 				select coalesce(json_agg(json_build_object('id', g.id, 'payload', g.payload, 'consumed', floor(extract(epoch from g.consumed_at)))), '[]'::json)
-				from oauth_artifacts g
-				where g.model = 'Grant' and (g.expires_at is null or g.expires_at > now()) and g.id in (
-					select authorization_.value->>'grantId'
-					from jsonb_each(case when jsonb_typeof(${sessionAuthorizations}) = 'object' then ${sessionAuthorizations} else '{}'::jsonb end) as authorization_
+				from jsonb_each(case when jsonb_typeof(${sessionAuthorizations}) = 'object' then ${sessionAuthorizations} else '{}'::jsonb end) as authorization_
+				cross join lateral (
+					select grant_.id, grant_.payload, grant_.consumed_at from oauth_artifacts grant_
+					where grant_.model = 'Grant' and grant_.id = authorization_.value->>'grantId' and (grant_.expires_at is null or grant_.expires_at > now())
+					limit 1
+				) as g
+			)`,
+			// The browser's Latchkey session (`browser`: its cookie's digest, null for none), which the same request
+			// reads next (provider.ts): one round trip where there were two.
+			browser: sql<BrowserSessionJson | null>`(
+				select json_build_object(
+					'sessionId', s.id, 'amr', s.amr, 'aal', s.aal, 'authenticatedAt', s.authenticated_at,
+					'account', json_build_object('id', u.id, 'email', u.email, 'name', u.name, 'emailVerifiedAt', u.email_verified_at, 'updatedAt', u.updated_at, 'appClaims', u.app_metadata->'claims')
 				)
+				from sessions s join users u on u.id = s.user_id
+				where s.browser_token_hash = ${sql.placeholder('browser')} and s.revoked_at is null and s.expires_at > now() and u.status = 'active'
+				limit 1
 			)`,
 		})
 		.from(oauthArtifacts)
@@ -205,13 +239,18 @@ export function databaseAdapter(db: Database, clients: ClientMetadataSource, ses
 	}
 
 	async function findSession(id: string) {
-		const [row] = await sessionWithGrants.execute({ key: id })
+		const digest = browserDigest()
+		const [row] = await sessionWithGrants.execute({ key: id, browser: digest ?? null })
+		// No row, no browser session read: the provider reads it alone then.
+		if (row && digest !== undefined) ahead.keep(browserSessionKey(digest), row.browser ? browserSessionOf(row.browser) : null)
 		if (!row || !row.standsForLiveSession) return undefined
 		const authorizations = (row.payload.authorizations ?? {}) as Record<string, { grantId?: unknown }>
 		const grants = new Map(row.grants.map((grant) => [grant.id, grant.consumed === null ? { ...grant.payload } : { ...grant.payload, consumed: grant.consumed }]))
 		for (const { grantId } of Object.values(authorizations)) if (typeof grantId === 'string') ahead.keep(byKind('Grant', grantId), grants.get(grantId) ?? null)
 		const session = asRecord(row)
-		ahead.keep(storedSession(id), session)
+		// A copy of its own: the library changes the session it is given in place, nested members too (the grant it
+		// names for a client it signs in to), and the save compares what it is about to write with this.
+		ahead.keep(storedSession(id), structuredClone(session))
 		return session
 	}
 
@@ -363,6 +402,18 @@ export function prepareUserinfoReads(db: Database, name: string, count: number) 
 		)
 		.prepare(name)
 }
+
+/** A browser session as the statement gives it (JSON: its times as text). */
+type BrowserSessionJson = Omit<BrowserSessionRecord, 'authenticatedAt' | 'account'> & {
+	authenticatedAt: string
+	account: Omit<AccountRecord, 'emailVerifiedAt' | 'updatedAt'> & { emailVerifiedAt: string | null; updatedAt: string }
+}
+
+const browserSessionOf = ({ authenticatedAt, account, ...session }: BrowserSessionJson): BrowserSessionRecord => ({
+	...session,
+	authenticatedAt: new Date(authenticatedAt),
+	account: { ...account, emailVerifiedAt: account.emailVerifiedAt === null ? null : new Date(account.emailVerifiedAt), updatedAt: new Date(account.updatedAt) },
+})
 
 /** The record as the library reads it: `consumed` when it was. */
 const asRecord = (row: { payload: Record<string, unknown>; consumedAt: Date | null }): AdapterPayload =>

@@ -8,7 +8,17 @@ import { organizationClaimOf, type OrganizationClaim } from '../auth/organizatio
 import { DestinationRefused, type DestinationPolicy } from '../../http/destination'
 import { guardedFetch } from '../../http/outgoing'
 import type { Logger } from '../../log'
-import { accountKey, appClaimsColumn, databaseAdapter, LATCHKEY_SESSION, ReadAhead, type AccountRecord, type ClientMetadataSource } from './adapter'
+import {
+	accountKey,
+	appClaimsColumn,
+	browserSessionKey,
+	databaseAdapter,
+	LATCHKEY_SESSION,
+	ReadAhead,
+	type AccountRecord,
+	type BrowserSessionRecord,
+	type ClientMetadataSource,
+} from './adapter'
 import { queueBackchannelLogouts } from './logout'
 import { CONSOLE_CLIENT_ID } from './model'
 
@@ -34,6 +44,11 @@ export interface BrowserSession {
 /** What the provider asks of the pages: the browser session a request carries, if it is live. */
 export interface BrowserSessions {
 	current(request: Request): Promise<BrowserSession | undefined>
+	/**
+	 * The digest of the request's browser cookie (`sessions.browser_token_hash`), undefined without a well-formed
+	 * one: the provider reads the session by it together with its own (adapter.ts), and asks `current` otherwise.
+	 */
+	sessionDigestOf(request: Request): string | undefined
 }
 
 /** Whether the account has a second factor it could step up with (`acr_values=aal2`). */
@@ -176,22 +191,46 @@ type Headed = { get(name: string): string }
 const requestOf = (ctx: Headed, issuer: string) => new Request(issuer, { headers: { cookie: ctx.get('cookie'), 'accept-language': ctx.get('accept-language') } })
 
 /** The library's session takes on the browser's: its account, methods, level and time, and which Latchkey session it is. */
-function adopt(session: Record<string, unknown> & { loginAccount(details: object): void }, browser: BrowserSession) {
+function adopt(session: Record<string, unknown> & { loginAccount(details: object): void; resetIdentifier(): void; new?: boolean }, browser: BrowserSession) {
+	// Another account, or another sign-in of the same one: what the provider session knew of clients (their grants and
+	// `sid`s) was the sign-in before's, and the library refuses a grant of another account (it would be a 500). As its
+	// own sign-in does, the session forgets them and takes a new id (no fixation of the id across sign-ins).
+	if (typeof session.accountId === 'string' && (session.accountId !== browser.userId || session[LATCHKEY_SESSION] !== browser.sessionId)) {
+		session.authorizations = {}
+		if (!session.new) session.resetIdentifier()
+	}
 	session.loginAccount({ accountId: browser.userId, loginTs: Math.floor(browser.authenticatedAt.getTime() / 1000), amr: browser.amr, acr: browser.aal })
 	session[LATCHKEY_SESSION] = browser.sessionId
 }
 
-/** The browser session each request carries, looked up once per request. */
-function browserSessionOf(deps: ProviderDeps) {
+/**
+ * The browser session each request carries, looked up once per request: as read with the provider session when
+ * that read came first (ReadAhead, adapter.ts), else by the pages.
+ */
+function browserSessionOf(deps: ProviderDeps, ahead: ReadAhead) {
 	const found = new WeakMap<object, Promise<BrowserSession | undefined>>()
-	return (ctx: Headed) => {
-		let lookup = found.get(ctx)
-		if (!lookup) {
-			lookup = deps.browserSessions.current(requestOf(ctx, deps.settings.issuer))
-			found.set(ctx, lookup)
-		}
-		return lookup
+	const digests = new WeakMap<object, string | undefined>()
+	/** The digest of the request's browser cookie, worked out once per request. */
+	const digestOf = (ctx: Headed) => {
+		if (!digests.has(ctx)) digests.set(ctx, deps.browserSessions.sessionDigestOf(requestOf(ctx, deps.settings.issuer)))
+		return digests.get(ctx)
 	}
+	const lookup = (ctx: Headed) => {
+		let session = found.get(ctx)
+		if (!session) {
+			const digest = digestOf(ctx)
+			const known = digest === undefined ? undefined : ahead.take<BrowserSessionRecord>(browserSessionKey(digest))
+			session =
+				known !== undefined
+					? Promise.resolve(known ? { ...known, userId: known.account.id } : undefined)
+					: digest === undefined
+						? Promise.resolve(undefined)
+						: deps.browserSessions.current(requestOf(ctx, deps.settings.issuer))
+			found.set(ctx, session)
+		}
+		return session
+	}
+	return Object.assign(lookup, { digestOf })
 }
 
 const wantsAal2 = (ctx: KoaContextWithOIDC) => String(ctx.oidc.params?.acr_values ?? '').split(' ').includes('aal2')
@@ -232,7 +271,9 @@ export function loadProvider(deps: ProviderDeps): () => Promise<Provider> {
 function createProvider(library: Library, deps: ProviderDeps): Provider {
 	const { Provider, interactionPolicy } = library
 	const { settings, db } = deps
-	const browserSession = browserSessionOf(deps)
+	// Per request of the library: the async context it runs each request in.
+	const ahead = new ReadAhead(() => Provider.ctx)
+	const browserSession = browserSessionOf(deps, ahead)
 	const activeUser = db
 		.select({ id: users.id, email: users.email, name: users.name, emailVerifiedAt: users.emailVerifiedAt, updatedAt: users.updatedAt, appClaims: appClaimsColumn })
 		.from(users)
@@ -240,8 +281,6 @@ function createProvider(library: Library, deps: ProviderDeps): Provider {
 		.limit(1)
 		.prepare('latchkey_oauth_account')
 	const fetchGuarded = guardedFetch({ ...deps.destinations, responseLimitBytes: CLIENT_DOCUMENT_LIMIT })
-	// Per request of the library: the async context it runs each request in.
-	const ahead = new ReadAhead(() => Provider.ctx)
 	const configuration: Configuration = {
 		// A library session ended by a sign-out through a client ("Sign out" at RP-initiated logout) ends the
 		// Latchkey session it stood for, in the same request, before the browser goes on to the client.
@@ -261,6 +300,10 @@ function createProvider(library: Library, deps: ProviderDeps): Provider {
 				})
 			},
 			ahead,
+			() => {
+				const ctx = Provider.ctx
+				return ctx ? browserSession.digestOf(ctx) : undefined
+			},
 		),
 		jwks: { keys: [settings.signingKey as never] },
 		scopes: new KnownScopes(SCOPES) as unknown as string[],
@@ -514,8 +557,10 @@ function createProvider(library: Library, deps: ProviderDeps): Provider {
 	const Session = provider.Session
 	const getSession = Session.get.bind(Session)
 	Session.get = async (ctx) => {
-		// Both at once: the library's session and the browser's Latchkey session are independent reads.
-		const [session, browser] = await Promise.all([getSession(ctx), browserSession(ctx)])
+		// The library's session first: its read brings the browser's Latchkey session along (one statement,
+		// adapter.ts); without a provider session to read, the browser's is read alone.
+		const session = await getSession(ctx)
+		const browser = await browserSession(ctx)
 		const current = session as unknown as Record<string, unknown>
 		if (browser && (session.accountId !== browser.userId || current[LATCHKEY_SESSION] !== browser.sessionId)) {
 			adopt(current as never, browser)
