@@ -12,13 +12,15 @@
  *           does): its request, the table built and shown, timed by the app's own performance marks;
  *   open  — the page opened at that list's address (a bookmark, a reload): the HTML, the cached script, the
  *           caller's own account (`/users/me`) and the list, from the navigation's start to the table shown.
- * The goal: each of view and open at p99 within 100 ms of api's p99. The console's wire size (its HTML, script and
- * stylesheet, gzipped as served) is read too (goal: under 300 KB).
+ * The goal: what the console adds to the API's own time for the same list — each view's and each open's time minus
+ * the time of the very request it made for the list (Resource Timing), so that the API's own spread is not counted
+ * twice — at p99 at most 100 ms. The list's request timed alone (api) is reported beside it. The console's wire size
+ * (its HTML, script and stylesheet, gzipped as served) is read too (goal: under 300 KB).
  */
 import { chromium, type Page } from 'playwright-core'
 
 /** Rounds per list; each round times api, view and open once. */
-const ROUNDS = 40
+const ROUNDS = 60
 /** The goal: the console's p99 at most this many milliseconds above the API's. */
 const WITHIN_MS = 100
 /** The console's assets, compressed, at most this. */
@@ -37,7 +39,20 @@ export interface ConsoleFigures {
 	rounds: number
 	withinMs: number
 	assets: { htmlBytes: number; scriptGzipBytes: number; stylesGzipBytes: number; totalGzipBytes: number; budgetBytes: number; met: boolean }
-	lists: Record<string, { name: string; api: Summary; view: Summary; open: Summary; viewOverApiP99: number; openOverApiP99: number; met: boolean }>
+	lists: Record<
+		string,
+		{
+			name: string
+			/** The list's request made alone from the page, apart from any view. */
+			api: Summary
+			view: Summary
+			open: Summary
+			/** Per sample: the console's time minus the time of its own request for the list (what the console adds). */
+			viewBeyondApi: Summary
+			openBeyondApi: Summary
+			met: boolean
+		}
+	>
 }
 
 interface Summary {
@@ -64,33 +79,46 @@ const apiTime = (page: Page, query: string) =>
 		return performance.now() - started
 	}, query)
 
+/** A console time, and inside it the time of the console's own request for the list (Resource Timing). */
+interface Timed {
+	totalMs: number
+	apiMs: number
+}
+
+/** Run in the page once the users view has finished: its measure, and the list's request made inside it. */
+const VIEW_TIMING = `(() => {
+	const [entry] = performance.getEntriesByName('console:users', 'measure')
+	if (!entry) return null
+	if (!document.querySelector('.total')) throw new Error('no list shown: ' + document.querySelector('main')?.textContent)
+	const request = performance.getEntriesByType('resource').filter((r) => r.name.includes('/api/users?') && r.startTime >= entry.startTime).at(-1)
+	if (!request) throw new Error('the users view made no request for the list')
+	return { end: entry.startTime + entry.duration, duration: entry.duration, apiMs: request.responseEnd - request.startTime }
+})()`
+
 /** The console's users view, changed to inside the open page: from the view's start to the list shown. */
-const viewTime = (page: Page, search: string): Promise<number> =>
-	// A string: it runs in the page, under the DOM's types rather than the server's.
-	page.evaluate(`(async () => {
+async function viewTime(page: Page, search: string): Promise<Timed> {
+	// Strings: they run in the page, under the DOM's types rather than the server's.
+	await page.evaluate(`(() => {
 		performance.clearMeasures('console:users')
+		performance.clearResourceTimings()
 		history.pushState(null, '', '/console/users' + (${JSON.stringify(search)} ? '?' + ${JSON.stringify(search)} : ''))
 		dispatchEvent(new PopStateEvent('popstate'))
-		for (let waited = 0; waited < 30000; waited += 5) {
-			const [entry] = performance.getEntriesByName('console:users', 'measure')
-			if (entry) {
-				if (!document.querySelector('.total')) throw new Error('no list shown: ' + document.querySelector('main')?.textContent)
-				return entry.duration
-			}
-			await new Promise((resolve) => setTimeout(resolve, 5))
-		}
-		throw new Error('the users view did not finish in 30 s')
 	})()`)
+	for (let waited = 0; waited < 30_000; waited += 5) {
+		const timing = (await page.evaluate(VIEW_TIMING)) as { duration: number; apiMs: number } | null
+		if (timing) return { totalMs: timing.duration, apiMs: timing.apiMs }
+		await Bun.sleep(5)
+	}
+	throw new Error('the users view did not finish in 30 s')
+}
 
 /** The page opened at the list's address: from the navigation's start to the list shown. */
-async function openTime(page: Page, base: string, search: string) {
+async function openTime(page: Page, base: string, search: string): Promise<Timed> {
 	await page.goto(`${base}/console/users${search ? `?${search}` : ''}`)
 	await page.locator('.total').waitFor({ timeout: 30_000 })
-	return page.evaluate(() => {
-		const [entry] = performance.getEntriesByName('console:users', 'measure')
-		if (!entry) throw new Error('the users view left no measure')
-		return entry.startTime + entry.duration
-	})
+	const timing = (await page.evaluate(VIEW_TIMING)) as { end: number; apiMs: number } | null
+	if (!timing) throw new Error('the users view left no measure')
+	return { totalMs: timing.end, apiMs: timing.apiMs }
 }
 
 /** The console's HTML, and its script and stylesheet as served gzipped. */
@@ -136,7 +164,7 @@ export async function consoleSection({
 		await page.locator('.total').waitFor({ timeout: 60_000 })
 
 		const lists: ConsoleFigures['lists'] = {}
-		const samples = Object.fromEntries(LISTS.map((list) => [list.id, { api: [] as number[], view: [] as number[], open: [] as number[] }]))
+		const samples = Object.fromEntries(LISTS.map((list) => [list.id, { api: [] as number[], view: [] as Timed[], open: [] as Timed[] }]))
 		// One untimed round first: the planner's caches and the browser's, as an operator's second look would find them.
 		for (const list of LISTS) {
 			await apiTime(page, list.api)
@@ -145,20 +173,26 @@ export async function consoleSection({
 		}
 		for (let round = 0; round < ROUNDS; round++) {
 			for (const list of LISTS) {
-				const taken = samples[list.id] as { api: number[]; view: number[]; open: number[] }
+				const taken = samples[list.id] as { api: number[]; view: Timed[]; open: Timed[] }
 				taken.api.push(await apiTime(page, list.api))
 				taken.view.push(await viewTime(page, list.view))
 				taken.open.push(await openTime(page, target.url, list.view))
 			}
 		}
 		for (const list of LISTS) {
-			const taken = samples[list.id] as { api: number[]; view: number[]; open: number[] }
-			const api = summary(taken.api)
-			const view = summary(taken.view)
-			const open = summary(taken.open)
-			const viewOverApiP99 = Math.round((view.p99Ms - api.p99Ms) * 10) / 10
-			const openOverApiP99 = Math.round((open.p99Ms - api.p99Ms) * 10) / 10
-			lists[list.id] = { name: list.name, api, view, open, viewOverApiP99, openOverApiP99, met: viewOverApiP99 <= WITHIN_MS && openOverApiP99 <= WITHIN_MS }
+			const taken = samples[list.id] as { api: number[]; view: Timed[]; open: Timed[] }
+			const beyond = (timed: Timed[]) => summary(timed.map(({ totalMs, apiMs }) => totalMs - apiMs))
+			const viewBeyondApi = beyond(taken.view)
+			const openBeyondApi = beyond(taken.open)
+			lists[list.id] = {
+				name: list.name,
+				api: summary(taken.api),
+				view: summary(taken.view.map(({ totalMs }) => totalMs)),
+				open: summary(taken.open.map(({ totalMs }) => totalMs)),
+				viewBeyondApi,
+				openBeyondApi,
+				met: viewBeyondApi.p99Ms <= WITHIN_MS && openBeyondApi.p99Ms <= WITHIN_MS,
+			}
 		}
 		return { rounds: ROUNDS, withinMs: WITHIN_MS, assets, lists }
 	} finally {
@@ -171,10 +205,10 @@ export function describeConsole(figures: ConsoleFigures): string[] {
 	const { assets } = figures
 	return [
 		`console: assets ${(assets.totalGzipBytes / 1024).toFixed(1)} KB compressed (HTML ${assets.htmlBytes} B, script ${assets.scriptGzipBytes} B, styles ${assets.stylesGzipBytes} B gzipped; goal under ${assets.budgetBytes / 1024} KB: ${assets.met ? 'met' : 'NOT met'})`,
-		`console: ${figures.rounds} rounds per list in Chromium; p50/p99 ms — api: the list's request from the page; view: the list shown after a change inside the page; open: the page opened at its address, navigation start to list shown`,
+		`console: ${figures.rounds} rounds per list in Chromium; p50/p99 ms — api: the list's request alone from the page; view: the list shown after a change inside the page; open: the page opened at its address, navigation start to list shown; beyond: each one's time minus its own request for the list`,
 		...Object.values(figures.lists).map(
 			(list) =>
-				`console: ${list.name}: api ${list.api.p50Ms}/${list.api.p99Ms}, view ${list.view.p50Ms}/${list.view.p99Ms} (+${list.viewOverApiP99}), open ${list.open.p50Ms}/${list.open.p99Ms} (+${list.openOverApiP99}); goal p99 within ${figures.withinMs} ms of api: ${list.met ? 'met' : 'NOT met'}`,
+				`console: ${list.name}: api ${list.api.p50Ms}/${list.api.p99Ms}; view ${list.view.p50Ms}/${list.view.p99Ms}, beyond ${list.viewBeyondApi.p50Ms}/${list.viewBeyondApi.p99Ms}; open ${list.open.p50Ms}/${list.open.p99Ms}, beyond ${list.openBeyondApi.p50Ms}/${list.openBeyondApi.p99Ms}; goal beyond p99 ≤ ${figures.withinMs} ms: ${list.met ? 'met' : 'NOT met'}`,
 		),
 	]
 }

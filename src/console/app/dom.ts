@@ -30,7 +30,9 @@ export function replace(parent: Element, ...children: Array<Child | Child[]>) {
 
 const dateFormat = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'short' })
 export const when = (iso: string | null | undefined) => (iso ? dateFormat.format(new Date(iso)) : '—')
-export const count = (value: number) => new Intl.NumberFormat().format(value)
+// Made once: a formatter costs far more to make than to use.
+const numberFormat = new Intl.NumberFormat()
+export const count = (value: number) => numberFormat.format(value)
 
 const secondFormat = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'medium' })
 /** To the second: for events that follow each other within a minute (the audit log). */
