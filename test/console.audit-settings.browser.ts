@@ -7,11 +7,10 @@
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import type { Browser, BrowserContext, Page } from 'playwright-core'
-import { startTestApp, TEST_ENV, type TestApp } from './support/app'
+import { TEST_ENV, type TestApp } from './support/app'
 import { contextIn, seriousViolations, VIEW_STATES } from './support/browser'
-import { consoleScreenshot, launchConsoleBrowser, signInToConsole } from './support/console-browser'
+import { consoleScreenshot, launchConsoleBrowser, listeningConsole, signInToConsole } from './support/console-browser'
 import { signUp, signUpAdmin, uniqueEmail, type Account } from './support/fixtures'
-import { freePort } from './support/ports'
 
 setDefaultTimeout(180_000)
 
@@ -21,17 +20,15 @@ const METRICS_TOKEN = `console-metrics-${crypto.randomUUID()}`
 const JWT_PREVIOUS_SECRET = `console-previous-${crypto.randomUUID()}-${crypto.randomUUID()}`
 
 let t: TestApp
-let server: ReturnType<TestApp['app']['listen']>
+let app: Awaited<ReturnType<typeof listeningConsole>>
 let browser: Browser
 let base: string
 let admin: Account
 let grace: Account
 
 beforeAll(async () => {
-	const port = await freePort()
-	base = `http://localhost:${port}`
-	t = await startTestApp({ PUBLIC_URL: base, SESSIONS_PER_USER_MAX, METRICS_TOKEN, JWT_PREVIOUS_SECRET })
-	server = t.app.listen({ port, hostname: '127.0.0.1' })
+	app = await listeningConsole({ SESSIONS_PER_USER_MAX, METRICS_TOKEN, JWT_PREVIOUS_SECRET })
+	;({ t, base } = app)
 	browser = await launchConsoleBrowser()
 	admin = await signUpAdmin(t, uniqueEmail('operator'))
 	grace = await signUp(t, { email: uniqueEmail('grace'), name: 'Grace Hopper' })
@@ -41,8 +38,7 @@ beforeAll(async () => {
 })
 afterAll(async () => {
 	await browser?.close()
-	await server?.stop()
-	await t?.close()
+	await app?.close()
 })
 
 /** Opens `path` as the operator, signing in on the way; ends on the view headed `landing`. */

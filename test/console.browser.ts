@@ -11,26 +11,23 @@ import { type Browser, type BrowserContext, type Page } from 'playwright-core'
 import { factors, oauthClients, sessions, users } from '../src/db/schema'
 import { startTestApp, type TestApp } from './support/app'
 import { contextIn, openPage, seriousViolations, VIEW_STATES } from './support/browser'
-import { consoleScreenshot, launchConsoleBrowser, signInToConsole } from './support/console-browser'
+import { consoleScreenshot, launchConsoleBrowser, listeningConsole, signInToConsole } from './support/console-browser'
 import { awayFromStepBoundary, enrollTotp, totpCode } from './support/factors'
 import { login, PASSWORD, signUp, signUpAdmin, soleActiveAdmin, uniqueEmail, type Account } from './support/fixtures'
 import { registerClient } from './support/oauth'
-import { freePort } from './support/ports'
 
 setDefaultTimeout(120_000)
 
 let t: TestApp
-let server: ReturnType<TestApp['app']['listen']>
+let app: Awaited<ReturnType<typeof listeningConsole>>
 let browser: Browser
 let base: string
 let admin: Account
 let grace: Account
 
 beforeAll(async () => {
-	const port = await freePort()
-	base = `http://localhost:${port}`
-	t = await startTestApp({ PUBLIC_URL: base })
-	server = t.app.listen({ port, hostname: '127.0.0.1' })
+	app = await listeningConsole()
+	;({ t, base } = app)
 	browser = await launchConsoleBrowser()
 	admin = await signUpAdmin(t, uniqueEmail('operator'))
 	grace = await signUp(t, { email: uniqueEmail('grace'), name: 'Grace Hopper' })
@@ -38,8 +35,7 @@ beforeAll(async () => {
 })
 afterAll(async () => {
 	await browser?.close()
-	await server?.stop()
-	await t?.close()
+	await app?.close()
 })
 
 const heading = (page: Page) => page.locator('main h1')
@@ -252,10 +248,8 @@ describe('a second factor and a consent', () => {
 
 describe('MFA_REQUIRED=admins', () => {
 	test('an admin without a second factor sees no section, only what to do; after adding one and signing in again, the console', async () => {
-		const port = await freePort()
-		const strictBase = `http://localhost:${port}`
-		const strict = await startTestApp({ PUBLIC_URL: strictBase, MFA_REQUIRED: 'admins' })
-		const listening = strict.app.listen({ port, hostname: '127.0.0.1' })
+		const strictApp = await listeningConsole({ MFA_REQUIRED: 'admins' })
+		const { t: strict, base: strictBase } = strictApp
 		try {
 			const unenrolled = await signUpAdmin(strict, uniqueEmail('unenrolled'))
 			const context = await browser.newContext({ viewport: { width: 1280, height: 800 } })
@@ -293,8 +287,7 @@ describe('MFA_REQUIRED=admins', () => {
 			expect(violations).toEqual([])
 			await context.close()
 		} finally {
-			await listening.stop()
-			await strict.close()
+			await strictApp.close()
 		}
 	})
 })

@@ -7,33 +7,29 @@
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import type { Browser, BrowserContext } from 'playwright-core'
-import { startTestApp, type TestApp } from './support/app'
+import type { TestApp } from './support/app'
 import { contextIn, seriousViolations, VIEW_STATES } from './support/browser'
-import { consoleScreenshot, launchConsoleBrowser, signInToConsole } from './support/console-browser'
+import { consoleScreenshot, launchConsoleBrowser, listeningConsole, signInToConsole } from './support/console-browser'
 import { signUpAdmin, uniqueEmail, type Account } from './support/fixtures'
-import { freePort } from './support/ports'
 
 setDefaultTimeout(120_000)
 
 let t: TestApp
-let server: ReturnType<TestApp['app']['listen']>
+let app: Awaited<ReturnType<typeof listeningConsole>>
 let browser: Browser
 let base: string
 let port: number
 let admin: Account
 
 beforeAll(async () => {
-	port = await freePort()
-	base = `http://localhost:${port}`
-	t = await startTestApp({ PUBLIC_URL: base })
-	server = t.app.listen({ port, hostname: '127.0.0.1' })
+	app = await listeningConsole()
+	;({ t, base, port } = app)
 	browser = await launchConsoleBrowser()
 	admin = await signUpAdmin(t, uniqueEmail('operator'))
 })
 afterAll(async () => {
 	await browser?.close()
-	await server?.stop()
-	await t?.close()
+	await app?.close()
 })
 
 /** Opens `path` of the console in a fresh browser, signing in as the operator at the real /sign-in page on the way. */

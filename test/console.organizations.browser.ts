@@ -9,36 +9,31 @@ import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from '
 import type { Browser, BrowserContext } from 'playwright-core'
 import type { TestApp } from './support/app'
 import { contextIn, seriousViolations, VIEW_STATES } from './support/browser'
-import { consoleScreenshot, launchConsoleBrowser, signInToConsole } from './support/console-browser'
+import { consoleScreenshot, launchConsoleBrowser, listeningConsole, signInToConsole } from './support/console-browser'
 import { signUp, signUpAdmin, uniqueEmail, type Account } from './support/fixtures'
 import { startAppWithSmtp, type SmtpSink } from './support/mail'
-import { freePort } from './support/ports'
 
 setDefaultTimeout(120_000)
 
 let t: TestApp
 let sink: SmtpSink
-let closeApp: () => Promise<void>
-let server: ReturnType<TestApp['app']['listen']>
+let app: Awaited<ReturnType<typeof listeningConsole<Awaited<ReturnType<typeof startAppWithSmtp>>>>>
 let browser: Browser
 let base: string
 let admin: Account
 let grace: Account
 
 beforeAll(async () => {
-	const port = await freePort()
-	base = `http://localhost:${port}`
 	// Invitations go out as mail: an SMTP sink of the test's own.
-	;({ t, sink, close: closeApp } = await startAppWithSmtp({ PUBLIC_URL: base }))
-	server = t.app.listen({ port, hostname: '127.0.0.1' })
+	app = await listeningConsole({}, startAppWithSmtp)
+	;({ t, sink, base } = app)
 	browser = await launchConsoleBrowser()
 	admin = await signUpAdmin(t, uniqueEmail('operator'))
 	grace = await signUp(t, { email: uniqueEmail('grace'), name: 'Grace Hopper' })
 })
 afterAll(async () => {
 	await browser?.close()
-	await server?.stop()
-	await closeApp?.()
+	await app?.close()
 })
 
 /** Opens `path` of the console in a fresh browser, signing in as the operator at the real /sign-in page on the way. */

@@ -8,37 +8,33 @@
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { type Browser, type BrowserContext, type Page } from 'playwright-core'
-import { startTestApp, type TestApp } from './support/app'
+import type { TestApp } from './support/app'
 import { contextIn, openPage, seriousViolations, VIEW_STATES } from './support/browser'
-import { consoleScreenshot, launchConsoleBrowser, signInToConsole } from './support/console-browser'
+import { consoleScreenshot, launchConsoleBrowser, listeningConsole, signInToConsole } from './support/console-browser'
 import { PASSWORD, signUp, signUpAdmin, uniqueEmail, type Account } from './support/fixtures'
-import { freePort } from './support/ports'
 import { verified, WebhookReceiver, type ReceivedDelivery } from './support/webhook-receiver'
 
 setDefaultTimeout(120_000)
 
 let t: TestApp
-let server: ReturnType<TestApp['app']['listen']>
+let app: Awaited<ReturnType<typeof listeningConsole>>
 let browser: Browser
 let base: string
 let admin: Account
 let receiver: WebhookReceiver
 
 beforeAll(async () => {
-	const port = await freePort()
-	base = `http://localhost:${port}`
 	// One retry a quarter of a second after a failed attempt, then the delivery is `failed`; jobs looked for every tenth of a second.
-	t = await startTestApp({ PUBLIC_URL: base, WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', WEBHOOK_RETRY_SCHEDULE: '0.25', JOB_POLL_SECONDS: '0.1' })
-	server = t.app.listen({ port, hostname: '127.0.0.1' })
+	app = await listeningConsole({ WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', WEBHOOK_RETRY_SCHEDULE: '0.25', JOB_POLL_SECONDS: '0.1' })
+	;({ t, base } = app)
 	browser = await launchConsoleBrowser()
 	admin = await signUpAdmin(t, uniqueEmail('operator'))
 	receiver = await WebhookReceiver.start()
 })
 afterAll(async () => {
 	await browser?.close()
-	await server?.stop()
 	await receiver?.stop()
-	await t?.close()
+	await app?.close()
 })
 
 const screenshot = (page: Page, name: string) => consoleScreenshot(page, `webhooks-${name}`)
@@ -289,10 +285,8 @@ describe('an operator', () => {
 
 describe('a server that keeps webhooks off its own network (WEBHOOK_ALLOW_PRIVATE_NETWORKS unset)', () => {
 	test('refuses a loopback URL, and the console says why and what would allow it', async () => {
-		const port = await freePort()
-		const strictBase = `http://localhost:${port}`
-		const strict = await startTestApp({ PUBLIC_URL: strictBase })
-		const listening = strict.app.listen({ port, hostname: '127.0.0.1' })
+		const strictApp = await listeningConsole()
+		const { t: strict, base: strictBase } = strictApp
 		try {
 			const operator = await signUpAdmin(strict, uniqueEmail('strict'))
 			const context = await browser.newContext({ viewport: { width: 1280, height: 800 } })
@@ -315,8 +309,7 @@ describe('a server that keeps webhooks off its own network (WEBHOOK_ALLOW_PRIVAT
 			expect(violations).toEqual([])
 			await context.close()
 		} finally {
-			await listening.stop()
-			await strict.close()
+			await strictApp.close()
 		}
 	})
 })

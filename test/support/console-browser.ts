@@ -6,8 +6,10 @@
 import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core'
+import { startTestApp, type TestApp } from './app'
 import { openPage } from './browser'
 import { PASSWORD } from './fixtures'
+import { freePort } from './ports'
 
 export const CONSOLE_ARTIFACTS = join(import.meta.dir, '..', '..', 'test-artifacts', 'console')
 
@@ -17,6 +19,36 @@ export function launchConsoleBrowser(): Promise<Browser> {
 		executablePath: '/usr/bin/chromium',
 		args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--host-resolver-rules=MAP localhost 127.0.0.1'],
 	})
+}
+
+interface Started {
+	t: TestApp
+	close(): Promise<void>
+}
+
+const startPlain = async (env: Record<string, string>): Promise<Started> => {
+	const t = await startTestApp(env)
+	return { t, close: () => t.close() }
+}
+
+/**
+ * A test app listening at http://localhost:<a free port>, which is its PUBLIC_URL: the console's issuer, where the
+ * browser signs in. `start` makes the app (startTestApp by default; startAppWithSmtp for one that sends mail).
+ */
+export async function listeningConsole<S extends Started = Started>(env: Record<string, string> = {}, start: (env: Record<string, string>) => Promise<S> = startPlain as never) {
+	const port = await freePort()
+	const base = `http://localhost:${port}`
+	const started = await start({ ...env, PUBLIC_URL: base })
+	const server = started.t.app.listen({ port, hostname: '127.0.0.1' })
+	return {
+		...started,
+		port,
+		base,
+		close: async () => {
+			await server.stop()
+			await started.close()
+		},
+	}
 }
 
 export interface ConsoleSignIn {
