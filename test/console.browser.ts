@@ -41,7 +41,12 @@ afterAll(async () => {
 const heading = (page: Page) => page.locator('main h1')
 
 /** Opens /console in a fresh browser and signs in at the real /sign-in page; ends on the users list. */
-const signIn = (context: BrowserContext, email: string, landing = 'Users') => signInToConsole(context, { base, email, landing })
+async function signIn(context: BrowserContext, email: string, landing = 'Users') {
+	const opened = await signInToConsole(context, { base, email, landing })
+	// The users view shows its heading before its list: a test reads the rows once the total says they came.
+	if (landing === 'Users') await opened.page.locator('.total').waitFor({ timeout: 30_000 })
+	return opened
+}
 
 const screenshot = consoleScreenshot
 
