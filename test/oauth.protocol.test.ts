@@ -249,15 +249,21 @@ describe('sessions', () => {
 		}
 	})
 
-	test('the Latchkey session read with the provider session is the one the browser cookie names now: signed in again after the first ended, the browser signs in as its new session', async () => {
-		const owner = await signUp(t)
-		const browser = new Browser(t, await browserCookie(t, owner))
+	/** A browser signed in as `account` signs in to a client through the provider: the provider session's cookies it then holds. */
+	async function signedInProviderCookies(account: Account) {
+		const browser = new Browser(t, await browserCookie(t, account))
 		expect((await authorize(app, { prompt: 'none' }, browser)).callback.searchParams.get('code')).toBeString()
 		const providerCookies = browser.cookie
 			.split('; ')
 			.filter((pair) => pair.startsWith('latchkey-op-session'))
 			.join('; ')
 		expect(providerCookies).toContain('latchkey-op-session=')
+		return providerCookies
+	}
+
+	test('the Latchkey session read with the provider session is the one the browser cookie names now: signed in again after the first ended, the browser signs in as its new session', async () => {
+		const owner = await signUp(t)
+		const providerCookies = await signedInProviderCookies(owner)
 		// The first session ends; the same browser, its provider session cookie kept, signs in again (as the sign-in page would).
 		expect((await t.call('DELETE', `/api/users/me/sessions/${owner.sessionId}`, { token: owner.accessToken })).status).toBe(200)
 		const again = await login(t, owner.email)
@@ -271,13 +277,7 @@ describe('sessions', () => {
 
 	test("a browser whose cookie now names another account's session signs in as that account — the first account's session still live, its provider session cookie kept — and the provider session takes a new id", async () => {
 		const first = await signUp(t)
-		const browser = new Browser(t, await browserCookie(t, first))
-		expect((await authorize(app, { prompt: 'none' }, browser)).callback.searchParams.get('code')).toBeString()
-		const providerCookies = browser.cookie
-			.split('; ')
-			.filter((pair) => pair.startsWith('latchkey-op-session'))
-			.join('; ')
-		expect(providerCookies).toContain('latchkey-op-session=')
+		const providerCookies = await signedInProviderCookies(first)
 		// Someone else signs in on the same browser (the sign-in page's cookie changes); the first account's session lives on.
 		const second = await signUp(t)
 		const switched = new Browser(t, `${await browserCookie(t, second)}; ${providerCookies}`)
