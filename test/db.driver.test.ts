@@ -11,9 +11,9 @@
  * test that meets it here and would end the service (porsager/postgres#1192, #1205).
  */
 import { afterAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
-import type { Socket } from 'bun'
 import postgres from 'postgres'
 import { TEST_DATABASE_URL } from './support/database'
+import { TcpProxy } from './support/tcp-proxy'
 
 // Each file sets its own default: bun applies setDefaultTimeout to the file that calls it.
 setDefaultTimeout(30_000)
@@ -60,61 +60,25 @@ if (url) {
 	describe('the PostgreSQL driver when a new connection dies while it reads the array types', () => {
 		test('the waiting query settles, nothing else is thrown, and the driver connects again once it can', async () => {
 			const target = new URL(url)
-			let cuts = 0
-			let listener: ReturnType<typeof listen> | undefined
-			// Between the driver and PostgreSQL: the first connection is cut as the driver sends its pg_type query, and
-			// nothing listens for a moment after (the server going away): the driver's next attempt is refused.
-			const listen = (port: number) =>
-				Bun.listen<{ upstream?: Socket<undefined>; pending: Uint8Array[] }>({
-					hostname: '127.0.0.1',
-					port,
-					socket: {
-						open(client) {
-							client.data = { pending: [] }
-							void Bun.connect({
-								hostname: target.hostname,
-								port: Number(target.port || 5432),
-								socket: { data: (_, chunk) => void client.write(chunk), close: () => void client.end(), error: () => void client.end() },
-							}).then((upstream) => {
-								client.data.upstream = upstream
-								for (const chunk of client.data.pending.splice(0)) upstream.write(chunk)
-							})
-						},
-						data(client, chunk) {
-							if (cuts === 0 && Buffer.from(chunk).includes('pg_catalog.pg_type')) {
-								cuts++
-								const same = listener?.port ?? port
-								listener?.stop(true)
-								client.data.upstream?.terminate()
-								client.terminate()
-								setTimeout(() => (listener = listen(same)), 300)
-								return
-							}
-							if (client.data.upstream) client.data.upstream.write(chunk)
-							else client.data.pending.push(new Uint8Array(chunk))
-						},
-						close(client) {
-							client.data.upstream?.end()
-						},
-					},
-				})
-			listener = listen(0)
+			// The first connection is cut as the driver sends its pg_type query, and nothing listens for a moment after:
+			// the driver's next attempt is refused.
+			const proxy = new TcpProxy({ hostname: target.hostname, port: Number(target.port || 5432) }).start().cutAt('pg_catalog.pg_type', 300)
 			const viaProxy = new URL(url)
 			viaProxy.hostname = '127.0.0.1'
-			viaProxy.port = String(listener.port)
+			viaProxy.port = String(proxy.port)
 			const sql = postgres(viaProxy.toString(), { max: 1, connect_timeout: 2, backoff: () => 0.05, onnotice: () => {} })
 			try {
 				// The query waiting on the lost connection settles (refused, most likely); the driver's own read of the
 				// types, unpatched, rejects with no one holding it, and bun fails this test with that rejection.
 				expect(await settle(sql`select 1 as one`)).not.toBe('hang')
-				expect(cuts).toBe(1)
+				expect(proxy.sprung).toBe(1)
 				await Bun.sleep(400)
 				const outcomes = []
 				for (let i = 0; i < 3; i++) outcomes.push(await settle(sql`select 1 as one`))
 				expect(outcomes.at(-1)).toBe('ok')
 			} finally {
 				await sql.end({ timeout: 1 })
-				listener?.stop(true)
+				proxy.cut()
 			}
 		})
 	})

@@ -12,11 +12,16 @@ interface Pipe {
 export class TcpProxy {
 	private listener?: TCPSocketListener<Pipe>
 	private readonly clients = new Set<Socket<Pipe>>()
+	private trap: { match: string; downForMs: number } | undefined
+	private restart: Timer | undefined
 	port = 0
+	/** How many times a trap set by `cutAt` went off. */
+	sprung = 0
 
 	constructor(private readonly target: { hostname: string; port: number }) {}
 
 	start(): this {
+		const proxy = this
 		const { target, clients } = this
 		this.listener = Bun.listen<Pipe>({
 			hostname: '127.0.0.1',
@@ -42,6 +47,14 @@ export class TcpProxy {
 					)
 				},
 				data(client, chunk) {
+					const trap = proxy.trap
+					if (trap && Buffer.from(chunk).includes(trap.match)) {
+						proxy.trap = undefined
+						proxy.sprung++
+						proxy.cut()
+						proxy.restart = setTimeout(() => proxy.start(), trap.downForMs)
+						return
+					}
 					if (client.data.upstream) client.data.upstream.write(chunk)
 					else client.data.pending.push(new Uint8Array(chunk))
 				},
@@ -55,8 +68,18 @@ export class TcpProxy {
 		return this
 	}
 
+	/**
+	 * The next time a client sends bytes containing `match` (a statement's text), they go nowhere: every connection is
+	 * dropped and nothing listens for `downForMs`, as a server that went away at that very moment and came back.
+	 */
+	cutAt(match: string, downForMs: number): this {
+		this.trap = { match, downForMs }
+		return this
+	}
+
 	/** Stops listening and drops every open connection, as a crashed server would. */
 	cut() {
+		clearTimeout(this.restart)
 		this.listener?.stop(true)
 		for (const client of this.clients) {
 			client.data.upstream?.terminate()
