@@ -202,6 +202,12 @@ describe('webhooks: /webhooks/{id} and its deliveries', () => {
 		expect(ping.status).toBe(202)
 		const { deliveryId } = ping.body.data
 		await receiver.waitFor((d) => d.event.type === 'webhook.ping' && d.event.data.endpointId === id)
+		// The receiver hears the ping before its attempt is recorded: both cases read the log once it says so.
+		for (const deadline = Date.now() + 10_000; ; await Bun.sleep(20)) {
+			const items: Array<{ id: string; status: string }> = (await t.call('GET', `/api/webhooks/${id}/deliveries`, { token: admin.accessToken })).body.data.items
+			if (items.find((d) => d.id === deliveryId)?.status === 'succeeded') break
+			if (Date.now() > deadline) throw new Error('the ping was never recorded as delivered')
+		}
 		const log = await bothCases('GET', (i) => `/api/webhooks/${i}/deliveries`, id, admin.accessToken)
 		expect(log.lower.body.data.items.map((d: { id: string }) => d.id)).toContain(deliveryId)
 		expect(log.upper.body).toEqual(log.lower.body)
