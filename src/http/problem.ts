@@ -222,15 +222,24 @@ export interface RouteTable {
 	routes: ReadonlyArray<{ method: string; path: string }>
 }
 
+/** Each route's path as a pattern, made once per route (a 404 made one per route of the table, every time). */
+const routePatterns = new WeakMap<object, RegExp>()
+
+const patternOf = (route: { path: string }) => {
+	let pattern = routePatterns.get(route)
+	if (!pattern) {
+		pattern = new RegExp(`^${route.path.replace(/\/+$/, '').replace(/[.+?^${}()|[\]\\]/g, '\\$&').replace(/:[^/]+/g, '[^/]+').replace(/\*/g, '.*')}/?$`)
+		routePatterns.set(route, pattern)
+	}
+	return pattern
+}
+
 /** Methods registered for a concrete path, for 405 and its Allow header. */
 export function allowedMethods(table: RouteTable, path: string): string[] {
 	const methods = new Set<string>()
 	for (const route of table.routes) {
 		if (route.method === 'ALL' || route.method === 'OPTIONS') continue
-		const pattern = new RegExp(
-			`^${route.path.replace(/\/+$/, '').replace(/[.+?^${}()|[\]\\]/g, '\\$&').replace(/:[^/]+/g, '[^/]+').replace(/\*/g, '.*')}/?$`,
-		)
-		if (pattern.test(path)) methods.add(route.method)
+		if (patternOf(route).test(path)) methods.add(route.method)
 	}
 	return [...methods].sort()
 }

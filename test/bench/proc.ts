@@ -2,7 +2,7 @@
  * Memory and CPU of a process tree, read from /proc (Linux only). A tree,
  * because with WORKERS > 1 the binary is a supervisor plus one child per worker.
  */
-import { readFileSync, writeFileSync } from 'node:fs'
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs'
 
 const CLOCK_TICKS = 100 // USER_HZ on every Linux the bench targets
 
@@ -93,5 +93,30 @@ export class RssWatch {
 			serviceCores: seconds > 0 ? (cpuSeconds(this.pid) - this.cpuStart) / seconds : 0,
 			machineBusy: (machine.busy - this.machineStart.busy) / Math.max(1, machine.total - this.machineStart.total),
 		}
+	}
+}
+
+/**
+ * User + system CPU seconds of the process's own main thread (its JavaScript thread; the JIT's compiler threads, the
+ * collector's helpers and the allocator's are its other tasks), and of the whole process, from /proc/<pid>/task.
+ */
+export function threadCpuSeconds(pid: number): { main: number; all: number } {
+	let main = 0
+	let all = 0
+	for (const task of readdirSafe(`/proc/${pid}/task`)) {
+		const stat = read(`/proc/${pid}/task/${task}/stat`) ?? ''
+		const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+		const seconds = (Number(fields[11] ?? 0) + Number(fields[12] ?? 0)) / CLOCK_TICKS
+		all += seconds
+		if (task === String(pid)) main = seconds
+	}
+	return { main, all }
+}
+
+function readdirSafe(path: string): string[] {
+	try {
+		return readdirSync(path)
+	} catch {
+		return []
 	}
 }
