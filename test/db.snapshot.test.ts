@@ -8,20 +8,30 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync 
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { sql } from 'drizzle-orm'
-import { openDatabase, type Database } from '../src/db/client'
-import { migratedSnapshot } from '../src/db/make-snapshot'
+import type { PGlite } from '@electric-sql/pglite'
+import { createPglite, openDatabase, pgliteHandle, type Database } from '../src/db/client'
+import { migrateAndDump } from '../src/db/make-snapshot'
 import { migrate } from '../src/db/migrate'
 import { unpackSnapshotIfEmpty } from '../src/db/snapshot'
 
 setDefaultTimeout(60_000)
 
 let snapshot: Blob
+/**
+ * The database the migrations make, from initdb on (no snapshot): the snapshot is made of it as migratedSnapshot
+ * makes one (migrateAndDump), and the first test compares what the snapshot unpacks to with it.
+ */
+let migrated: PGlite
 let folder: string
 beforeAll(async () => {
-	snapshot = await migratedSnapshot()
+	migrated = await createPglite('memory://')
+	snapshot = await migrateAndDump(migrated)
 	folder = mkdtempSync(join(tmpdir(), 'latchkey-snapshot-'))
 })
-afterAll(() => rmSync(folder, { recursive: true, force: true }))
+afterAll(async () => {
+	await migrated.close()
+	rmSync(folder, { recursive: true, force: true })
+})
 
 const rowsOf = (result: unknown) => ((result as { rows?: unknown[] }).rows ?? (result as unknown[])) as Record<string, unknown>[]
 
@@ -54,11 +64,9 @@ describe('the database snapshot', () => {
 		expect(readdirSync(dataDir).filter((name) => name.startsWith('.latchkey-unpacking-'))).toEqual([])
 
 		const fromSnapshot = await openDatabase({ kind: 'pglite', dataDir })
-		const migrated = await openDatabase({ kind: 'pglite', dataDir: 'memory://' })
 		try {
 			expect(await migrate(fromSnapshot.db)).toEqual([])
-			await migrate(migrated.db)
-			const expected = await schemaOf(migrated.db)
+			const expected = await schemaOf(pgliteHandle(migrated, 'migrated from initdb').db)
 			expect(expected.columns.length).toBeGreaterThan(20)
 			expect(expected.extensions.map((row) => row.extname)).toContain('pg_trgm')
 			expect(await schemaOf(fromSnapshot.db)).toEqual(expected)
@@ -67,7 +75,6 @@ describe('the database snapshot', () => {
 			await expect(fromSnapshot.db.execute(sql`insert into users (id, email, password_hash) values (${Bun.randomUUIDv7()}, 'Snap@example.test', 'x')`).then(() => 'inserted')).rejects.toThrow()
 		} finally {
 			await fromSnapshot.close()
-			await migrated.close()
 		}
 	})
 

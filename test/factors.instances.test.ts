@@ -60,9 +60,10 @@ describe('rotating DATA_ENCRYPTION_KEY', () => {
 	test('with the old key kept as previous, factors keep working and are sealed again under the new key at their next use', async () => {
 		const before = await startTestApp({ DATA_ENCRYPTION_KEY: keyA }, database)
 		const account = await signUp(before)
-		// Three codes in one 30-second step, each of a later step than the last (replay protection): the previous
-		// step's to activate, the current one's and the next one's to sign in, rather than waiting for a new step.
-		await awayFromStepBoundary(10_000)
+		// Three codes, each of a later step than the last (replay protection), each made when it is sent: the
+		// previous step's to activate, the current one's and then the next one's to sign in, rather than waiting for
+		// a new step. A step that ends between two of them only makes the later ones later still; enrollTotp keeps
+		// its own request away from a step's end (the previous step's code would be two steps old after it).
 		const { factorId, secret } = await enrollTotp(before, account, 'Phone', -1)
 		await before.close()
 		const sealedBefore = (await database.handle.db.select().from(factors).where(eq(factors.id, factorId)))[0]?.totpSecret ?? ''

@@ -105,8 +105,8 @@ describe('leases', () => {
 	test('a job claimed by an instance that died is claimed by another once its lease ends, and run once more', async () => {
 		const { db } = database.handle
 		const id = await enqueue(db, { queue: QUEUE, payload: { n: 1 } })
-		// Claimed as a worker does, by an instance that then died: nobody renews the lease.
-		const [dead] = await claimDueJobs(db, 1, 1, [QUEUE])
+		// Claimed as a worker does, by an instance that then died: nobody renews the lease (half a second, the wait here).
+		const [dead] = await claimDueJobs(db, 1, 0.5, [QUEUE])
 		expect(dead?.id).toBe(id)
 		const runs: string[] = []
 		worker(async (payload) => void runs.push(String(payload.n)), 1)

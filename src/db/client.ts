@@ -88,12 +88,22 @@ export async function createPglite(dataDir: string, loadDataDir?: Blob): Promise
 	})
 }
 
-/**
- * `pglite.loadDataDir`: a tarball of a data directory (PGlite's `dumpDataDir`) for an in-memory
- * database to start from instead of running initdb; the tests start each database from the migrated snapshot.
- */
-export async function openDatabase(config: Config['database'], pglite: { loadDataDir?: Blob } = {}): Promise<DatabaseHandle> {
+export interface OpenOptions {
+	/**
+	 * PGlite: a tarball of a data directory (PGlite's `dumpDataDir`) for an in-memory database to start
+	 * from instead of running initdb; the tests start each database from the migrated snapshot.
+	 */
+	loadDataDir?: Blob
+	/**
+	 * PostgreSQL: the wait before a connection that failed is tried again (default 0.1 s, see below). A test of
+	 * answers during an outage sets less: each of its requests then fails at once instead of waiting it out.
+	 */
+	reconnectSeconds?: number
+}
+
+export async function openDatabase(config: Config['database'], options: OpenOptions = {}): Promise<DatabaseHandle> {
 	if (config.kind === 'postgres') {
+		const reconnectSeconds = options.reconnectSeconds ?? 0.1
 		const client = postgres(config.url, {
 			max: config.poolMax,
 			connect_timeout: 5,
@@ -101,7 +111,7 @@ export async function openDatabase(config: Config['database'], pglite: { loadDat
 			// so during an outage requests waited that long (some never settled). A short constant backoff
 			// lets each queued query fail at once with the connection error, which the API answers with
 			// 503, and reconnects as soon as the server is back (test/faults.e2e.ts).
-			backoff: () => 0.1,
+			backoff: () => reconnectSeconds,
 			idle_timeout: 60,
 			onnotice: () => {},
 			connection: { application_name: 'latchkey' },
@@ -130,7 +140,7 @@ export async function openDatabase(config: Config['database'], pglite: { loadDat
 	// A first start unpacks the migrated database made at build time instead of running initdb and every migration.
 	if (!inMemory) await unpackSnapshotIfEmpty(config.dataDir)
 	await compiling
-	const client = await createPglite(config.dataDir, pglite.loadDataDir)
+	const client = await createPglite(config.dataDir, options.loadDataDir)
 	return pgliteHandle(client, inMemory ? 'embedded PostgreSQL (PGlite) in memory' : `embedded PostgreSQL (PGlite) in ${config.dataDir}`)
 }
 

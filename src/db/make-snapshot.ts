@@ -6,6 +6,7 @@
  */
 import { mkdir } from 'node:fs/promises'
 import { dirname } from 'node:path'
+import type { PGlite } from '@electric-sql/pglite'
 import { drizzle } from 'drizzle-orm/pglite'
 import { createPglite, type Database } from './client'
 import { migrate } from './migrate'
@@ -16,14 +17,22 @@ import { buildSnapshotPath, sourceSnapshotPath } from './snapshot'
 export async function migratedSnapshot(): Promise<Blob> {
 	const client = await createPglite('memory://')
 	try {
-		await migrate(drizzle({ client, schema }) as unknown as Database)
-		// A checkpoint, so the tarball holds the pages themselves rather than a WAL to replay at every first start.
-		await client.query('checkpoint')
-		// Gzipped by Bun: Bun.Archive unpacks it natively, and does not read PGlite's own gzip.
-		return new Blob([Bun.gzipSync(await (await client.dumpDataDir('none')).bytes())])
+		return await migrateAndDump(client)
 	} finally {
 		await client.close()
 	}
+}
+
+/**
+ * Applies every migration to `client`, a fresh database, and returns its data directory as migratedSnapshot does;
+ * the database stays open (test/db.snapshot.test.ts compares the snapshot with it).
+ */
+export async function migrateAndDump(client: PGlite): Promise<Blob> {
+	await migrate(drizzle({ client, schema }) as unknown as Database)
+	// A checkpoint, so the tarball holds the pages themselves rather than a WAL to replay at every first start.
+	await client.query('checkpoint')
+	// Gzipped by Bun: Bun.Archive unpacks it natively, and does not read PGlite's own gzip.
+	return new Blob([Bun.gzipSync(await (await client.dumpDataDir('none')).bytes())])
 }
 
 export async function writeSnapshot(path: string): Promise<void> {

@@ -10,11 +10,11 @@ export const totpCode = (secret: string, steps = 0, now = Date.now()) =>
 /**
  * Waits, when needed, until at least `margin` ms remain in the current 30-second step, so that a code computed
  * for "the previous step" or "two steps ahead" is still that when the server checks it. The default covers
- * the one request that follows, many times over; a test that spends a code over several requests, or whose
- * verdict turns on the step, asks for more. (Every margin ms is a wait 1 call in 30000/margin: 3 s cost the
- * suite about 15 s of sleep a run.)
+ * the one request that follows (a few milliseconds to tens in the suite), many times over; a test that spends
+ * a code over several requests, or whose verdict turns on the step, asks for more. (Every margin ms is a wait
+ * 1 call in 30000/margin of about margin/2: 3 s cost the suite about 15 s of sleep a run, 1.5 s about 4 s.)
  */
-export async function awayFromStepBoundary(margin = 1500) {
+export async function awayFromStepBoundary(margin = 500) {
 	const left = 30_000 - (Date.now() % 30_000)
 	if (left < margin) await Bun.sleep(left + 100)
 }
