@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createTestDatabase, TEST_DATABASE_URL, type TestDatabase } from './support/database'
@@ -41,6 +41,17 @@ async function start(env: Record<string, string>) {
 	return { child, base: `http://127.0.0.1:${port}`, output: () => rest }
 }
 
+/** The unread bytes of each established connection to local `port` (Linux's /proc/net/tcp, IPv4). */
+function serverConnections(port: number): number[] {
+	const local = `:${port.toString(16).toUpperCase().padStart(4, '0')}`
+	return readFileSync('/proc/net/tcp', 'utf8')
+		.split('\n')
+		.slice(1)
+		.map((line) => line.trim().split(/\s+/))
+		.filter(([, localAddress, , state]) => localAddress?.endsWith(local) && state === '01')
+		.map(([, , , , queues]) => Number.parseInt(queues?.split(':')[1] ?? '0', 16))
+}
+
 const post = (url: string, body: unknown) =>
 	fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })
 
@@ -48,10 +59,19 @@ describe('graceful shutdown', () => {
 	test('SIGTERM lets in-flight requests finish, then closes the database and exits 0', async () => {
 		// Real argon2 cost, so that each login is still running when the signal arrives.
 		// Eight logins of one account at once: more checks in flight than the lockout lets run together.
-		const server = await start({ DATA_DIR: join(folder, 'data'), PORT: '0', AUTH_RATE_LIMIT_MAX: '0', LOCKOUT_THRESHOLD: '0' })
+		// A shutdown timeout far above what eight logins take, even on a loaded machine (3 CPU hogs on 2 cores: over 10 s).
+		const server = await start({ DATA_DIR: join(folder, 'data'), PORT: '0', AUTH_RATE_LIMIT_MAX: '0', LOCKOUT_THRESHOLD: '0', SHUTDOWN_TIMEOUT_SECONDS: '60' })
 		const email = uniqueEmail('drain')
 		expect((await post(`${server.base}/api/users`, { email, password: PASSWORD })).status).toBe(201)
 		const inFlight = Array.from({ length: 8 }, () => post(`${server.base}/api/auth/login`, { email, password: PASSWORD }))
+		// In flight means read by the server, not only sent: bytes still waiting in a socket when the server stops are
+		// reset, which no server could help (a load balancer stops sending first). A loaded machine takes longer to
+		// read them than any fixed wait, so the test waits until the kernel holds no unread byte for the server.
+		const port = Number(new URL(server.base).port)
+		for (const deadline = Date.now() + 10_000; Date.now() < deadline; await Bun.sleep(5)) {
+			const connections = serverConnections(port)
+			if (connections.length >= 8 && connections.every((unread) => unread === 0)) break
+		}
 		await Bun.sleep(30)
 		server.child.kill('SIGTERM')
 		const statuses = await Promise.all(inFlight.map((request) => request.then((res) => res.status)))
@@ -62,7 +82,7 @@ describe('graceful shutdown', () => {
 		expect(output).toContain('"msg":"stopped"')
 		// No new connections after the signal.
 		await expect(fetch(`${server.base}/api/health`)).rejects.toThrow()
-	})
+	}, 90_000) // the eight real-cost logins take over 20 s on a loaded machine
 })
 
 describe('WORKERS', () => {
