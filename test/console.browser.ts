@@ -63,7 +63,7 @@ describe('an operator', () => {
 			.catch(async (error: unknown) => {
 				throw new Error(`no total on the users list; the page (${page.url()}) shows: ${await page.locator('body').innerText().catch(() => '(nothing)')}`, { cause: error })
 			})
-		await expect(page.locator('.total').textContent()).resolves.toMatch(/\d+ users?/)
+		expect(await page.locator('.total').textContent()).toMatch(/\d+ users?/)
 		// The tokens are the tab's: in sessionStorage, never a cookie a script could read.
 		expect(await page.evaluate("Object.keys(sessionStorage).includes('latchkey-console:tokens')")).toBe(true)
 
@@ -83,7 +83,7 @@ describe('an operator', () => {
 
 		// Revoke the one session: confirmed, then gone from the list and refused at the API.
 		await page.click('button:has-text("Revoke…")')
-		await expect(page.locator('dialog').textContent()).resolves.toContain('signed out at its next request')
+		expect(await page.locator('dialog').textContent()).toContain('signed out at its next request')
 		await screenshot(page, 'user-revoke-dialog')
 		await page.click('dialog button[data-confirm]')
 		await page.locator('#announce', { hasText: 'The session is revoked.' }).waitFor()
@@ -96,7 +96,7 @@ describe('an operator', () => {
 		await page.locator('main h1', { hasText: 'Grace Hopper' }).waitFor()
 		await page.click('button:has-text("Deactivate…")')
 		const dialog = page.locator('dialog')
-		await expect(dialog.textContent()).resolves.toContain('This signs them out everywhere at once (1 session)')
+		expect(await dialog.textContent()).toContain('This signs them out everywhere at once (1 session)')
 		await dialog.locator('button', { hasText: 'Cancel' }).click()
 		expect(await dialog.count()).toBe(0)
 		expect((await t.database.handle.db.select({ status: users.status }).from(users).where(eq(users.id, grace.id)))[0]?.status).toBe('active')
@@ -109,7 +109,7 @@ describe('an operator', () => {
 		expect((await t.call('POST', '/api/auth/login', { json: { email: grace.email, password: PASSWORD } })).status).toBe(401)
 
 		await page.click('button:has-text("Reactivate…")')
-		await expect(page.locator('dialog').textContent()).resolves.toContain('They can sign in again')
+		expect(await page.locator('dialog').textContent()).toContain('They can sign in again')
 		await page.click('dialog button[data-confirm]')
 		await page.locator('main h1 .badge', { hasText: 'Active' }).waitFor()
 		expect((await t.call('POST', '/api/auth/login', { json: { email: grace.email, password: PASSWORD } })).status).toBe(200)
@@ -230,7 +230,7 @@ describe('a second factor and a consent', () => {
 		await page.locator('main h1', { hasText: 'Ada Lovelace' }).waitFor()
 		expect(await page.textContent('#factors-heading ~ .table-wrap')).toContain('Work phone')
 		await page.click('button[aria-label="Remove the authenticator app Work phone"]')
-		await expect(page.locator('dialog').textContent()).resolves.toContain('This cannot be undone')
+		expect(await page.locator('dialog').textContent()).toContain('This cannot be undone')
 		await page.click('dialog button[data-confirm]')
 		await page.locator('#factors-heading ~ p', { hasText: 'No second factor.' }).waitFor()
 		expect((await t.database.handle.db.select().from(factors).where(eq(factors.id, factorId))).length).toBe(0)
@@ -242,7 +242,7 @@ describe('a second factor and a consent', () => {
 		await page.reload()
 		await page.locator('#consents-heading ~ .table-wrap', { hasText: 'Acme Notes' }).waitFor()
 		await page.click('button[aria-label="Withdraw the consent to Acme Notes"]')
-		await expect(page.locator('dialog').textContent()).resolves.toContain('must ask them again')
+		expect(await page.locator('dialog').textContent()).toContain('must ask them again')
 		await page.click('dialog button[data-confirm]')
 		await page.locator('#announce', { hasText: 'The consent to Acme Notes is withdrawn.' }).waitFor()
 		expect((await t.call('GET', `/api/users/${ada.id}/consents`, { token: admin.accessToken })).body.data.items).toEqual([])

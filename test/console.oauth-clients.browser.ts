@@ -105,7 +105,7 @@ describe('an operator', () => {
 
 		// A new secret: confirmed, shown once; the old one works for 24 hours more, the new one at once.
 		await page.click('button:has-text("New secret…")')
-		await expect(page.locator('dialog').textContent()).resolves.toContain('keeps working for 24 hours more')
+		expect(await page.locator('dialog').textContent()).toContain('keeps working for 24 hours more')
 		await screenshot(page, 'oauth-clients-new-secret-dialog')
 		await page.click('dialog button[data-confirm]')
 		await page.locator('.panel.secret h2', { hasText: 'The new secret of Acme Billing' }).waitFor()
@@ -117,7 +117,7 @@ describe('an operator', () => {
 
 		// Disabled: confirmed; both secrets refused at once.
 		await page.click('button:has-text("Disable…")')
-		await expect(page.locator('dialog').textContent()).resolves.toContain('Its tokens are refused at once')
+		expect(await page.locator('dialog').textContent()).toContain('Its tokens are refused at once')
 		await page.click('dialog button[data-confirm]')
 		await page.locator('main h1 .badge', { hasText: 'Disabled' }).waitFor()
 		await page.locator('#announce', { hasText: 'Acme Billing is disabled.' }).waitFor()

@@ -8,7 +8,8 @@
  * PostgreSQL stopped under load; this reproduces them in isolation. And a connection lost
  * while the driver reads the server's array types (the first query of every new connection)
  * rejected a promise no one held: under Bun and Node an unhandled rejection, which fails the
- * test that meets it here and would end the service (porsager/postgres#1192, #1205).
+ * test that meets it here and would end the service (porsager/postgres#1192, #1205). And a query flushed
+ * from a setImmediate callback the runtime never ran stayed unsent, its connection hung for good.
  */
 import { afterAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import postgres from 'postgres'
@@ -79,6 +80,27 @@ if (url) {
 			} finally {
 				await sql.end({ timeout: 1 })
 				proxy.cut()
+			}
+		})
+	})
+}
+
+if (url) {
+	describe('the PostgreSQL driver when the runtime does not run an immediate', () => {
+		// Under load Bun 1.4.5 now and then never ran a setImmediate callback. The driver flushed a query's bytes from one:
+		// the query never left, and its connection, with a flush pending for good, hung every later query on it (seen in
+		// the console's browser tests on PostgreSQL). The patch flushes from a microtask.
+		test('queries, many at once and in a transaction, reach the server with setImmediate doing nothing', async () => {
+			const sql = postgres(url, { max: 2, connect_timeout: 2, onnotice: () => {} })
+			const realSetImmediate = globalThis.setImmediate
+			try {
+				await sql`select 1`
+				globalThis.setImmediate = (() => ({})) as unknown as typeof setImmediate
+				expect(await settle(Promise.all(Array.from({ length: 20 }, (_, i) => sql`select ${i}::int as n`)))).toBe('ok')
+				expect(await settle(sql.begin(async (tx) => [await tx`select 1 as one`, await tx`select 2 as two`]))).toBe('ok')
+			} finally {
+				globalThis.setImmediate = realSetImmediate
+				await sql.end({ timeout: 1 })
 			}
 		})
 	})
