@@ -89,7 +89,7 @@ if (url) {
 	describe('the PostgreSQL driver when the runtime does not run an immediate', () => {
 		// Under load Bun 1.4.5 now and then never ran a setImmediate callback. The driver flushed a query's bytes from one:
 		// the query never left, and its connection, with a flush pending for good, hung every later query on it (seen in
-		// the console's browser tests on PostgreSQL). The patch flushes from a microtask.
+		// the console's browser tests on PostgreSQL). The patch keeps the immediate and adds a timer behind it.
 		test('queries, many at once and in a transaction, reach the server with setImmediate doing nothing', async () => {
 			const sql = postgres(url, { max: 2, connect_timeout: 2, onnotice: () => {} })
 			const realSetImmediate = globalThis.setImmediate
