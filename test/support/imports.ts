@@ -20,6 +20,12 @@ export interface CliResult {
 }
 
 /**
+ * The lines of a command's stderr other than its progress: away from a terminal an import prints a plain
+ * `importing: …` line every 10 s, which a slow or busy machine reaches with files a quiet one reads in less.
+ */
+export const messagesOf = (err: string) => err.split('\n').filter((line) => line !== '' && !line.startsWith('importing: '))
+
+/**
  * A database the `latchkey import` and `export` commands run against, with serve's settings: on PostgreSQL
  * (TEST_DATABASE_URL) a database of this file's own, on the embedded database a data directory. The test app
  * reads it between commands (on the embedded database, one process at a time holds it: the test's own until a
