@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import type * as oauth from 'oauth4webapi'
+import * as oauth from 'oauth4webapi'
 import { startTestApp, type TestApp } from './support/app'
 import { signUp } from './support/fixtures'
-import { authorizationRequest, Browser, browserCookie, discover, ISSUER, REDIRECT_URI, registerClient, type RegisteredClient } from './support/oauth'
+import { authorizationRequest, Browser, browserCookie, discover, ISSUER, REDIRECT_URI, registerClient, through, type RegisteredClient } from './support/oauth'
 
 /*
  * The provider attacked as an attacker would: redirect URIs that are almost the registered one, unknown
@@ -172,6 +172,47 @@ describe('guessing a client secret', () => {
 			const statuses = []
 			for (const { clientId } of clients) statuses.push((await guess(clientId, '192.0.2.9')).status)
 			expect(statuses).toEqual([401, 401, 401, 429])
+		} finally {
+			await limited.close()
+		}
+	})
+})
+
+describe('a spent /auth budget at the credential endpoints, in the protocol\'s words', () => {
+	test('a device polling past it is told slow_down (RFC 8628), which client libraries take as "wait longer"; any other request there is told temporarily_unavailable; JSON with Retry-After, never problem+json', async () => {
+		const limited = await startTestApp({ AUTH_RATE_LIMIT_MAX: '3' })
+		try {
+			const limitedAs = await discover(limited)
+			const device = await registerClient(limited, { type: 'public', firstParty: true, grantTypes: ['urn:ietf:params:oauth:grant-type:device_code'], redirectUris: [] })
+			// The device authorization and two polls spend the budget (this address's, and this client's).
+			const started = await oauth.processDeviceAuthorizationResponse(
+				limitedAs,
+				device.client,
+				await oauth.deviceAuthorizationRequest(limitedAs, device.client, device.auth, new URLSearchParams({ scope: 'openid' }), through(limited)),
+			)
+			const poll = () => oauth.deviceCodeGrantRequest(limitedAs, device.client, device.auth, started.device_code, through(limited))
+			for (const answer of [await poll(), await poll()]) expect(((await answer.json()) as { error: string }).error).toBe('authorization_pending')
+
+			const refused = await poll()
+			expect(refused.status).toBe(429)
+			expect(refused.headers.get('content-type')).toBe('application/json; charset=utf-8')
+			expect(refused.headers.get('cache-control')).toBe('no-store')
+			expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0)
+			expect(refused.headers.get('ratelimit-remaining')).toBe('0')
+			expect(await refused.clone().json()).toEqual({ error: 'slow_down', error_description: `Too many requests; try again in ${refused.headers.get('retry-after')} seconds` })
+			// What oauth4webapi makes of it (and openid-client's polling loop on top of it, which then waits 5 s more and
+			// honours Retry-After): the protocol's slow_down — where a problem+json body failed it as "not JSON".
+			const read = await oauth.processDeviceCodeResponse(limitedAs, device.client, refused).then(
+				() => undefined,
+				(error: unknown) => error,
+			)
+			expect(read).toBeInstanceOf(oauth.ResponseBodyError)
+			expect((read as oauth.ResponseBodyError).error).toBe('slow_down')
+
+			// Revoking from the same address: the same budget, spent; said as the protocol says "later".
+			const revoked = await oauth.revocationRequest(limitedAs, device.client, device.auth, 'a-token', through(limited))
+			expect(revoked.status).toBe(429)
+			expect(await revoked.json()).toEqual({ error: 'temporarily_unavailable', error_description: expect.stringMatching(/^Too many requests; try again in \d+ seconds$/) })
 		} finally {
 			await limited.close()
 		}

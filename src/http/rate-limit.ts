@@ -30,13 +30,22 @@ const hashing = new WeakSet<Request>()
 export const chargeAuthBudget = (request: Request) => void hashing.add(request)
 
 /** Form bodies of the protocol's credential endpoints are small; a larger one is not read to find its client. */
-const CLIENT_ID_BODY_LIMIT = 8192
+const FORM_BODY_LIMIT = 8192
 
 /**
- * The OAuth client a request to the provider's credential endpoints names: in HTTP Basic authentication, else
- * the form body's `client_id` — as the parse hook read the body (this runs after it, when the body itself is
- * spent), or from a copy when nothing parsed it yet.
+ * The form body of a request to the provider's credential endpoints, as the parse hook read it (the rate limits run
+ * after it, when the body itself is spent), or from a copy when nothing parsed it yet; undefined when there is none
+ * or it is too large to be one of theirs.
  */
+async function formOf(request: Request): Promise<URLSearchParams | undefined> {
+	const read = bodyRead(request)
+	const length = read ? read.byteLength : Number(request.headers.get('content-length') ?? Number.NaN)
+	if (!(length > 0 && length <= FORM_BODY_LIMIT)) return undefined
+	if (!read && request.bodyUsed) return undefined
+	return new URLSearchParams(read ? new TextDecoder().decode(read) : await request.clone().text())
+}
+
+/** The OAuth client a request to the provider's credential endpoints names: in HTTP Basic authentication, else the form's `client_id`. */
 export async function oauthClientOf(request: Request): Promise<string> {
 	const authorization = request.headers.get('authorization') ?? ''
 	if (/^basic /i.test(authorization)) {
@@ -44,12 +53,21 @@ export async function oauthClientOf(request: Request): Promise<string> {
 		const colon = decoded.indexOf(':')
 		if (colon > 0) return `id:${safeDecode(decoded.slice(0, colon))}`
 	}
-	const read = bodyRead(request)
-	const length = read ? read.byteLength : Number(request.headers.get('content-length') ?? Number.NaN)
-	if (!(length > 0 && length <= CLIENT_ID_BODY_LIMIT)) return 'unnamed'
-	if (!read && request.bodyUsed) return 'unnamed'
-	const clientId = new URLSearchParams(read ? new TextDecoder().decode(read) : await request.clone().text()).get('client_id')
+	const clientId = (await formOf(request))?.get('client_id')
 	return clientId ? `id:${clientId}` : 'unnamed'
+}
+
+const DEVICE_CODE_GRANT = 'urn:ietf:params:oauth:grant-type:device_code'
+
+/**
+ * A refusal at the provider's credential endpoints, in the protocol's own error format (RFC 6749 §5.2; API.md:
+ * their errors are not problem+json), so that an OAuth client library reads it as an error rather than failing on
+ * the content type. A device polling for its token is told `slow_down` (RFC 8628 §3.5), on which clients wait
+ * five seconds more between polls and go on; anything else is told to come back later.
+ */
+async function protocolRefusal(request: Request, retryAfterSeconds: string): Promise<{ error: string; error_description: string }> {
+	const devicePoll = pathOf(request) === '/oauth2/token' && (await formOf(request))?.get('grant_type') === DEVICE_CODE_GRANT
+	return { error: devicePoll ? 'slow_down' : 'temporarily_unavailable', error_description: `Too many requests; try again in ${retryAfterSeconds} seconds` }
 }
 
 const safeDecode = (value: string) => {
@@ -149,7 +167,7 @@ export function rateLimits({ config, store, exempt = () => false, onRefused, pag
 	// mapResponse, not afterHandle: it also sees what the plugin's error hook answered.
 	return app
 		.onAfterHandle({ as: 'global' }, ({ set }) => addDraftFields(set.headers, config.windowSeconds))
-		.mapResponse({ as: 'global' }, ({ responseValue: response, set, request }) => {
+		.mapResponse({ as: 'global' }, async ({ responseValue: response, set, request }) => {
 			const budget = response instanceof Response ? response.headers.get(REFUSED_MARKER) : null
 			// Handed back as it came: returning nothing drops the body of an error raised in onRequest (Elysia 1.4.30).
 			// (The hook's type wants a Response; any value handed back is answered as the handler's would be.)
@@ -171,6 +189,11 @@ export function rateLimits({ config, store, exempt = () => false, onRefused, pag
 			const retryAfter = headers.get('retry-after') ?? String(config.windowSeconds)
 			// The status the log line and latchkey_http_requests_total read.
 			set.status = 429
+			if (PROTOCOL_AUTH_PATHS.has(pathOf(request))) {
+				headers.set('content-type', 'application/json; charset=utf-8')
+				headers.set('cache-control', 'no-store')
+				return new Response(JSON.stringify(await protocolRefusal(request, retryAfter)), { status: 429, headers })
+			}
 			const requestId = headers.get('x-request-id') ?? ''
 			const page = pageProblem?.(request, { kind: 'rate-limited', status: 429, retryAfterSeconds: Number(retryAfter), requestId })
 			if (page) {

@@ -74,6 +74,12 @@ const json = (description: string) => ({ description, content: { 'application/js
 const html = (description: string) => ({ description, content: { 'text/html': { schema: { type: 'string' } } } })
 const redirect = (description: string) => ({ description, headers: { Location: { description: 'where the browser goes next', schema: { type: 'string', format: 'uri' } } } })
 const oauthError = (description: string) => ({ description, content: { 'application/json': { schema: OAuthError } } })
+/** The credential endpoints count against the `/auth` budget (API.md, Limits); a spent one is answered in the protocol's format (rate-limit.ts). */
+const budgetSpent = {
+	description: 'the `/auth` budget of this address or of this client is spent: `slow_down` to a device polling for its token (RFC 8628 §3.5: wait longer between polls), `temporarily_unavailable` otherwise',
+	headers: { 'Retry-After': { $ref: '#/components/headers/Retry-After' } },
+	content: { 'application/json': { schema: OAuthError } },
+}
 const form = (fields: string) => ({
 	required: true,
 	content: { 'application/x-www-form-urlencoded': { schema: { type: 'object', additionalProperties: { type: 'string' }, description: fields } } },
@@ -114,10 +120,10 @@ export const protocolModule = ({ provider, issuer, interactions, htmlHeaders, us
 			.get('/oauth2/authorization/:uid', callback(), documented('resumeAuthorization', 'Authorization, resumed after a page', 'Where the pages send the browser back once it signed in or consented.', { 303: redirect('to the client') }))
 			// Where the library sends a browser that must sign in, step up or consent (interactions.ts).
 			.get(`${INTERACTION_PATH}/:uid`, ({ request, params }) => interactions.next(request, params.uid), documented('continueInteraction', 'The next step of an authorization', 'Finishes what the browser\'s session already satisfies, or sends it to /sign-in or /consent.', { 303: redirect('to the provider or a page') }))
-			.post('/oauth2/token', callback(), documented('token', 'Token endpoint', '`authorization_code` (with `code_verifier`), `refresh_token` (rotated; a rotated one used again ends the grant), `client_credentials`, `urn:ietf:params:oauth:grant-type:device_code`. Clients authenticate with `client_secret_basic`, `client_secret_post`, `private_key_jwt`, or none (public clients).', { 200: json('RFC 6749 §5.1 token response'), 400: oauthError('RFC 6749 §5.2'), 401: oauthError('invalid_client') }, form('grant_type and the grant\'s parameters')))
+			.post('/oauth2/token', callback(), documented('token', 'Token endpoint', '`authorization_code` (with `code_verifier`), `refresh_token` (rotated; a rotated one used again ends the grant), `client_credentials`, `urn:ietf:params:oauth:grant-type:device_code`. Clients authenticate with `client_secret_basic`, `client_secret_post`, `private_key_jwt`, or none (public clients).', { 200: json('RFC 6749 §5.1 token response'), 400: oauthError('RFC 6749 §5.2'), 401: oauthError('invalid_client'), 429: budgetSpent }, form('grant_type and the grant\'s parameters')))
 			.get('/oauth2/userinfo', async (context) => (await userinfo.answer(context.request)) ?? callback()(context), documented('userinfo', 'UserInfo endpoint', 'OpenID Connect Core 1.0 §5.3: the claims of the access token\'s scopes.', { 200: json('the claims'), 401: oauthError('invalid_token') }))
 			.post('/oauth2/userinfo', callback(), documented('userinfoByPost', 'UserInfo endpoint (POST)', 'OpenID Connect Core 1.0 §5.3.', { 200: json('the claims'), 401: oauthError('invalid_token') }))
-			.post('/oauth2/revocation', callback(), documented('revoke', 'Token revocation', 'RFC 7009: a client revokes its own tokens (public clients too).', { 200: { description: 'revoked, or unknown' }, 401: oauthError('invalid_client') }, form('token, token_type_hint')))
+			.post('/oauth2/revocation', callback(), documented('revoke', 'Token revocation', 'RFC 7009: a client revokes its own tokens (public clients too).', { 200: { description: 'revoked, or unknown' }, 401: oauthError('invalid_client'), 429: budgetSpent }, form('token, token_type_hint')))
 			// RFC 7662 for confidential clients and resource servers: a client that does not authenticate (a public
 			// one) is refused as the library would refuse a wrong secret, rather than told `active: false`.
 			.post(
@@ -128,9 +134,9 @@ export const protocolModule = ({ provider, issuer, interactions, htmlHeaders, us
 						return Response.json({ error: 'invalid_client', error_description: 'client authentication failed' }, { status: 401 })
 					return handOver(handler, issuerUrl, request, body instanceof ArrayBuffer ? body : undefined)
 				},
-				documented('introspect', 'Token introspection', 'RFC 7662, for confidential clients and resource servers; a public client is refused (`invalid_client`).', { 200: json('RFC 7662 §2.2'), 401: oauthError('invalid_client') }, form('token, token_type_hint')),
+				documented('introspect', 'Token introspection', 'RFC 7662, for confidential clients and resource servers; a public client is refused (`invalid_client`).', { 200: json('RFC 7662 §2.2'), 401: oauthError('invalid_client'), 429: budgetSpent }, form('token, token_type_hint')),
 			)
-			.post('/oauth2/device-authorization', callback(), documented('deviceAuthorization', 'Device authorization', 'RFC 8628 §3.1: a device code and a user code to show, with /device to enter it.', { 200: json('RFC 8628 §3.2'), 400: oauthError('RFC 6749 §5.2'), 401: oauthError('invalid_client') }, form('client_id, scope')))
+			.post('/oauth2/device-authorization', callback(), documented('deviceAuthorization', 'Device authorization', 'RFC 8628 §3.1: a device code and a user code to show, with /device to enter it.', { 200: json('RFC 8628 §3.2'), 400: oauthError('RFC 6749 §5.2'), 401: oauthError('invalid_client'), 429: budgetSpent }, form('client_id, scope')))
 			.post('/oauth2/par', callback(), documented('pushAuthorizationRequest', 'Pushed authorization request', 'RFC 9126.', { 201: json('request_uri and expires_in'), 400: oauthError('RFC 6749 §5.2'), 401: oauthError('invalid_client') }, form('the authorization request\'s parameters')))
 			.get('/oauth2/logout', callback(), documented('endSession', 'RP-initiated logout', 'OpenID Connect RP-Initiated Logout 1.0: `id_token_hint`, `post_logout_redirect_uri` (registered), `state`, `client_id`. Asks the person on a page.', { 200: html('the sign-out page'), 400: html('an error page') }))
 			.post('/oauth2/logout/confirm', callback(), documented('confirmEndSession', 'RP-initiated logout, answered', 'The sign-out page\'s form: `logout=yes` ends the Latchkey session (and tells clients with a back-channel logout URI).', { 303: redirect('to the post-logout URI or /oauth2/logout/success') }, form('xsrf, logout')))
