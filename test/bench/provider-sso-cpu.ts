@@ -5,12 +5,21 @@
  * /proc): a figure that other work on the machine moves far less than it moves the rate and the tail.
  *
  *   bun test/bench/provider-sso-cpu.ts [--binary dist/latchkey | --source] [--database latchkey_bench_sso]
- *       [--users 1000000] [--requests 4000] [--rounds 3] [--concurrency 16] [--warmup 1000] [--statements] [--profile DIR]
+ *       [--users 1000000] [--requests 4000] [--rounds 3] [--concurrency 16 | --rate 500] [--warmup 1000] [--statements] [--profile DIR]
  *
  * The service's CPU is given whole and for its main thread alone (the JavaScript thread, where the requests queue);
  * the rest is the JIT's compiler threads, the collector's helpers and the allocator's. The JIT keeps compiling for
  * several thousand sign-ins after the start: `--warmup` (sign-ins after every browser's first) sets how many come
  * before the first round.
+ *
+ * Each round also reads the service's own request log (its `durationMs`, from the request's arrival to its answer):
+ * the latency the service accounts for, beside the one the load generator sees, which also holds the generator's own
+ * pauses and the wait for the service's event loop to take the request.
+ *
+ * `--concurrency` keeps that many sign-ins in flight (a closed loop: the machine saturated, each latency mostly the
+ * wait behind the others). `--rate` sends them at a steady pace instead, whatever the answers (an open loop, as
+ * browsers arrive), each latency counted from the moment its request was due, so a service that falls behind is
+ * charged for the wait it causes.
  *
  * `--statements` logs every statement of the service's connections (`log_statement = all` on the database while it
  * runs, PostgreSQL's own log read back; root only) and prints how many each sign-in made, by name. `--profile`
@@ -38,6 +47,7 @@ const { values: args } = parseArgs({
 		requests: { type: 'string', default: '4000' },
 		rounds: { type: 'string', default: '3' },
 		concurrency: { type: 'string', default: '16' },
+		rate: { type: 'string' },
 		warmup: { type: 'string', default: '1000' },
 		statements: { type: 'boolean', default: false },
 		profile: { type: 'string' },
@@ -71,7 +81,7 @@ const command = profiled
 const child = Bun.spawn(command, {
 	cwd: artifacts,
 	env: { ...benchServiceEnv({ home: artifacts, port, databaseUrl: database.url, logLevel: 'info' }), PUBLIC_URL: url },
-	stdout: 'ignore',
+	stdout: openSync(join(artifacts, 'bench-service-sso-cpu.requests.log'), 'w'),
 	stderr: openSync(join(artifacts, 'bench-service-sso-cpu.log'), 'w'),
 })
 try {
@@ -126,6 +136,20 @@ try {
 		)
 		return latencies.sort((a, b) => a - b)
 	}
+	/** `count` sign-ins at `perSecond`, each sent when due whether or not the earlier ones were answered. */
+	const paced = async (count: number, perSecond: number) => {
+		const latencies: number[] = []
+		const inFlight: Promise<void>[] = []
+		const start = performance.now()
+		for (let i = 0; i < count; i++) {
+			const due = start + (i * 1000) / perSecond
+			const wait = due - performance.now()
+			if (wait > 1) await Bun.sleep(wait)
+			inFlight.push(sso().then(() => void latencies.push(performance.now() - due)))
+		}
+		await Promise.all(inFlight)
+		return latencies.sort((a, b) => a - b)
+	}
 	log(`warming up: every browser signs in once, then ${args.warmup} more`)
 	await run(BROWSERS, 16)
 	await run(Number(args.warmup), 16)
@@ -135,23 +159,39 @@ try {
 	const pidCpu = (pid: number) => cpuSeconds(pid)
 	const requests = Number(args.requests)
 	const concurrency = Number(args.concurrency)
+	const rate = args.rate === undefined ? undefined : Number(args.rate)
+	if (rate !== undefined && !(rate > 0)) throw new Error('--rate takes sign-ins per second, more than 0')
 	const loadavg = () => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')
 	for (let round = 1; round <= Number(args.rounds); round++) {
 		const pids = await backends()
+		const requestLogStart = statSync(join(artifacts, 'bench-service-sso-cpu.requests.log')).size
 		const logStart = args.statements ? statSync(args['postgres-log']).size : 0
 		const service0 = cpuSeconds(child.pid)
 		const threads0 = threadCpuSeconds(child.pid)
 		const postgres0 = pids.map(pidCpu)
 		const load0 = loadavg()
 		const started = performance.now()
-		const latencies = await run(requests, concurrency)
+		const latencies = rate === undefined ? await run(requests, concurrency) : await paced(requests, rate)
 		const seconds = (performance.now() - started) / 1000
 		const serviceUs = ((cpuSeconds(child.pid) - service0) * 1e6) / requests
 		const mainUs = ((threadCpuSeconds(child.pid).main - threads0.main) * 1e6) / requests
 		const postgresUs = (pids.reduce((sum, pid, i) => sum + pidCpu(pid) - (postgres0[i] ?? 0), 0) * 1e6) / requests
 		const at = (p: number) => (latencies[Math.min(latencies.length - 1, Math.floor((latencies.length * p) / 100))] ?? 0).toFixed(1)
+		await Bun.sleep(100) // the last lines of the round, written after their answers
+		const served = (await Bun.file(join(artifacts, 'bench-service-sso-cpu.requests.log')).slice(requestLogStart).text())
+			.split('\n')
+			.flatMap((line) => {
+				try {
+					const entry = JSON.parse(line) as { route?: string; durationMs?: number }
+					return entry.route === '/oauth2/authorization' && typeof entry.durationMs === 'number' ? [entry.durationMs] : []
+				} catch {
+					return []
+				}
+			})
+			.sort((a, b) => a - b)
+		const servedAt = (p: number) => (served[Math.min(served.length - 1, Math.floor((served.length * p) / 100))] ?? 0).toFixed(1)
 		console.log(
-			`round ${round}: ${requests} sign-ins, ${concurrency} at once: ${(requests / seconds).toFixed(0)}/s, p50 ${at(50)} ms, p99 ${at(99)} ms; CPU per sign-in: service ${serviceUs.toFixed(0)} µs (main thread ${mainUs.toFixed(0)} µs), PostgreSQL ${postgresUs.toFixed(0)} µs; load average ${load0} → ${loadavg()}`,
+			`round ${round}: ${requests} sign-ins, ${rate === undefined ? `${concurrency} at once` : `sent at ${rate}/s`}: ${(requests / seconds).toFixed(0)}/s, p50 ${at(50)} ms, p99 ${at(99)} ms (in the service: p50 ${servedAt(50)}, p99 ${servedAt(99)} ms of ${served.length}); CPU per sign-in: service ${serviceUs.toFixed(0)} µs (main thread ${mainUs.toFixed(0)} µs), PostgreSQL ${postgresUs.toFixed(0)} µs; load average ${load0} → ${loadavg()}`,
 		)
 		if (args.statements) {
 			await Bun.sleep(200)
