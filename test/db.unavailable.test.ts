@@ -67,6 +67,37 @@ describe('when the database is unreachable', () => {
 	})
 
 	if (TEST_DATABASE_URL) {
+		const serverUrl = TEST_DATABASE_URL
+		// PostgreSQL only: PGlite has no connections to refuse.
+		test('a server that refuses the connection itself (the database closed to connections: FATAL 55000) is 503 too, and the service recovers', async () => {
+			const database = await createTestDatabase()
+			const name = new URL(database.url ?? '').pathname.slice(1)
+			const admin = await openDatabase({ kind: 'postgres', url: serverUrl, poolMax: 1 })
+			const t = await startTestApp({}, database)
+			try {
+				const email = uniqueEmail('closed')
+				expect((await t.call('POST', '/api/users', { json: { email, password: PASSWORD } })).status).toBe(201)
+				await admin.db.execute(`alter database "${name}" allow_connections false`)
+				await admin.db.execute(`select pg_terminate_backend(pid) from pg_stat_activity where datname = '${name}' and pid <> pg_backend_pid()`)
+				// Once the pool has seen its connections end, each new one is refused by the server itself.
+				await Bun.sleep(200)
+				for (let attempt = 0; attempt < 3; attempt++) {
+					const login = await t.call('POST', '/api/auth/login', { json: { email, password: PASSWORD } })
+					expect(login.status).toBe(503)
+					expect(login.body).toEqual(unavailable('/api/auth/login'))
+					expect(login.headers.get('retry-after')).toBe('5')
+				}
+
+				await admin.db.execute(`alter database "${name}" allow_connections true`)
+				expect((await t.call('POST', '/api/auth/login', { json: { email, password: PASSWORD } })).status).toBe(200)
+			} finally {
+				await admin.db.execute(`alter database "${name}" allow_connections true`).catch(() => {})
+				await admin.close()
+				await t.close()
+				await database.drop()
+			}
+		})
+
 		test('the service recovers by itself when the database is back, and acknowledged writes are kept', async () => {
 			const database = await createTestDatabase()
 			const target = new URL(database.url ?? '')

@@ -180,11 +180,16 @@ const UNAVAILABLE_CODES = new Set([
 	'53300', // too_many_connections
 ])
 
-/** True when an error (or its cause: Drizzle wraps driver errors) means the database is out of reach. */
+/**
+ * True when an error (or its cause: Drizzle wraps driver errors) means the database is out of reach: a network
+ * failure, a connection error (class 08), a server going down, or any error PostgreSQL raises as FATAL — which ends
+ * the session, as when it refuses the connection itself (a database not accepting connections, 55000; one dropped).
+ */
 export function isDatabaseUnavailable(error: unknown): boolean {
 	for (let current = error, depth = 0; current && depth < 5; depth++) {
-		const code = (current as { code?: unknown }).code
+		const { code, severity } = current as { code?: unknown; severity?: unknown }
 		if (typeof code === 'string' && (UNAVAILABLE_CODES.has(code) || code.startsWith('08'))) return true
+		if (severity === 'FATAL' || severity === 'PANIC') return true
 		current = (current as { cause?: unknown }).cause
 	}
 	return false
