@@ -114,7 +114,13 @@ async function main(argv: string[]): Promise<number> {
 			console.error("latchkey: 'admin create' needs --email\nRun 'latchkey --help' for usage.")
 			return EXIT.usage
 		}
-		const password = values['password-file'] ? await Bun.file(values['password-file']).text() : await Bun.stdin.text()
+		const passwordFile = values['password-file'] ? Bun.file(values['password-file']) : undefined
+		// As for import: a file that is not there is bad usage (2), said plainly.
+		if (passwordFile && !(await passwordFile.exists())) {
+			console.error(`latchkey: cannot read ${values['password-file']}: no such file\nRun 'latchkey --help' for usage.`)
+			return EXIT.usage
+		}
+		const password = passwordFile ? await passwordFile.text() : await Bun.stdin.text()
 		return createAdminCommand(config, log, { email: values.email, name: values.name, password: password.replace(/\r?\n$/, '') })
 	}
 	return serve(config, log)

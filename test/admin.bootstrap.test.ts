@@ -60,13 +60,17 @@ describe('latchkey admin create', () => {
 		}
 	})
 
-	test('refuses a taken email and a weak password with exit code 1, and a missing --email with 2', async () => {
+	test('refuses a taken email and a weak password with exit code 1, and a missing --email or password file with 2', async () => {
 		expect(await run(['admin', 'create', '--email', 'root@example.test'], { stdin: 'another passphrase 123' })).toEqual({
 			code: 1,
 			out: 'latchkey: admin not created: an account with the email root@example.test already exists\n',
 		})
 		expect((await run(['admin', 'create', '--email', 'weak@example.test'], { stdin: 'password1' })).code).toBe(1)
 		expect((await run(['admin', 'create'], { stdin: ADMIN_PASSWORD })).code).toBe(2)
+		expect(await run(['admin', 'create', '--email', 'nofile@example.test', '--password-file', 'no-such-file'])).toEqual({
+			code: 2,
+			out: "latchkey: cannot read no-such-file: no such file\nRun 'latchkey --help' for usage.\n",
+		})
 	})
 })
 
