@@ -27,7 +27,7 @@ declare const newPassword: string
 declare const headers: { authorization: string }
 declare const qrBox: HTMLElement
 declare function showError(message: string): void
-declare function showMessage(message: string | null): void
+declare function showMessage(message: string): void
 declare function markInvalid(pointer: string, detail: string): void
 declare function askForCode(): Promise<string>
 declare function userPrefersPasskey(): Promise<boolean>
