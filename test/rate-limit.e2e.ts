@@ -221,5 +221,10 @@ describe('the provider’s token endpoint: one client’s secret guessed from ma
 			expect(answers.filter((status) => status === 401)).toHaveLength(3)
 			expect(answers.filter((status) => status === 429)).toHaveLength(5)
 			expect((await guess(other, client())).status).toBe(401)
+			// Refused in the protocol's own JSON (RFC 6749 §5.2), as an OAuth library reads it; never problem+json.
+			const refused = await guess(target, client())
+			expect(refused.status).toBe(429)
+			expect(refused.headers['content-type']).toBe('application/json; charset=utf-8')
+			expect(JSON.parse(refused.body)).toEqual({ error: 'temporarily_unavailable', error_description: `Too many requests; try again in ${refused.headers['retry-after']} seconds` })
 		})
 })
