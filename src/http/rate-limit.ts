@@ -65,8 +65,10 @@ const DEVICE_CODE_GRANT = 'urn:ietf:params:oauth:grant-type:device_code'
  * the content type. A device polling for its token is told `slow_down` (RFC 8628 §3.5), on which clients wait
  * five seconds more between polls and go on; anything else is told to come back later.
  */
-async function protocolRefusal(request: Request, retryAfterSeconds: string): Promise<{ error: string; error_description: string }> {
-	const devicePoll = pathOf(request) === '/oauth2/token' && (await formOf(request))?.get('grant_type') === DEVICE_CODE_GRANT
+function protocolRefusal(request: Request, retryAfterSeconds: string): { error: string; error_description: string } {
+	// The body as the parse hook read it (a refusal comes after parsing; a body that did not parse is no device's poll).
+	const read = bodyRead(request)
+	const devicePoll = pathOf(request) === '/oauth2/token' && read !== undefined && new URLSearchParams(new TextDecoder().decode(read)).get('grant_type') === DEVICE_CODE_GRANT
 	return { error: devicePoll ? 'slow_down' : 'temporarily_unavailable', error_description: `Too many requests; try again in ${retryAfterSeconds} seconds` }
 }
 
@@ -167,7 +169,8 @@ export function rateLimits({ config, store, exempt = () => false, onRefused, pag
 	// mapResponse, not afterHandle: it also sees what the plugin's error hook answered.
 	return app
 		.onAfterHandle({ as: 'global' }, ({ set }) => addDraftFields(set.headers, config.windowSeconds))
-		.mapResponse({ as: 'global' }, async ({ responseValue: response, set, request }) => {
+		// Synchronous: an async hook here would make every route's handler async.
+		.mapResponse({ as: 'global' }, ({ responseValue: response, set, request }) => {
 			const budget = response instanceof Response ? response.headers.get(REFUSED_MARKER) : null
 			// Handed back as it came: returning nothing drops the body of an error raised in onRequest (Elysia 1.4.30).
 			// (The hook's type wants a Response; any value handed back is answered as the handler's would be.)
@@ -192,7 +195,7 @@ export function rateLimits({ config, store, exempt = () => false, onRefused, pag
 			if (PROTOCOL_AUTH_PATHS.has(pathOf(request))) {
 				headers.set('content-type', 'application/json; charset=utf-8')
 				headers.set('cache-control', 'no-store')
-				return new Response(JSON.stringify(await protocolRefusal(request, retryAfter)), { status: 429, headers })
+				return new Response(JSON.stringify(protocolRefusal(request, retryAfter)), { status: 429, headers })
 			}
 			const requestId = headers.get('x-request-id') ?? ''
 			const page = pageProblem?.(request, { kind: 'rate-limited', status: 429, retryAfterSeconds: Number(retryAfter), requestId })
