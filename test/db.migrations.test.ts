@@ -3,14 +3,13 @@ import { readdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { sql } from 'drizzle-orm'
 import journal from '../drizzle/meta/_journal.json'
-import { openDatabase, sqlState } from '../src/db/client'
+import { openDatabase, rowsOf, sqlState } from '../src/db/client'
 import { bundledMigrations, migrate } from '../src/db/migrate'
 import { createTestDatabase, TEST_DATABASE_URL } from './support/database'
 
 // Each file sets its own default: bun applies setDefaultTimeout to the file that calls it.
 setDefaultTimeout(30_000)
 
-const rowsOf = (result: unknown) => ((result as { rows?: unknown[] }).rows ?? (result as unknown[])) as Record<string, unknown>[]
 
 /** How a statement that must fail failed: its SQLSTATE, constraint and the driver's message (under Drizzle's). */
 async function failureOf(statement: Promise<unknown>): Promise<{ code?: string; constraint?: string; message?: string }> {
@@ -35,7 +34,7 @@ describe('migrations', () => {
 		const database = await createTestDatabase()
 		try {
 			expect(await migrate(database.handle.db)).toEqual([])
-			const recorded = rowsOf(await database.handle.db.execute(sql`select hash from drizzle.__drizzle_migrations order by created_at`))
+			const recorded = rowsOf<Record<string, unknown>>(await database.handle.db.execute(sql`select hash from drizzle.__drizzle_migrations order by created_at`))
 			expect(recorded.map((row) => row.hash)).toEqual(bundledMigrations().map((m) => m.hash))
 		} finally {
 			await database.drop()
@@ -62,7 +61,7 @@ describe('migrations', () => {
 			await db.transaction(async (tx) => {
 				for (const statement of renames.statements) await tx.execute(sql.raw(statement))
 			})
-			const rows = rowsOf(await db.execute(sql`select type, details from audit_events order by id`))
+			const rows = rowsOf<Record<string, unknown>>(await db.execute(sql`select type, details from audit_events order by id`))
 			expect(rows.map((row) => [row.type, row.details])).toEqual([
 				['user.signed-up', {}],
 				['token.reuse-detected', { sessionId: 'x' }],
@@ -91,7 +90,7 @@ describe('migrations', () => {
 			const update = migration.statements.find((statement) => statement.includes('UPDATE'))
 			if (!update) throw new Error('0017 has no UPDATE')
 			await db.execute(sql.raw(update))
-			const rows = rowsOf(await db.execute(sql`select amr from sessions where user_id = ${userId} order by id`))
+			const rows = rowsOf<Record<string, unknown>>(await db.execute(sql`select amr from sessions where user_id = ${userId} order by id`))
 			expect(rows.map((row) => row.amr)).toEqual([[], ['pwd'], ['pwd', 'otp', 'mfa'], ['otp', 'mfa']])
 		} finally {
 			await database.drop()

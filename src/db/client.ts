@@ -14,7 +14,11 @@ import pgTrgmBundlePath from '../../node_modules/@electric-sql/pglite/dist/pg_tr
 import { pathToFileURL } from 'node:url'
 import type { Config } from '../config/env'
 import * as schema from './schema'
+import { withNamedStatements } from './pglite-statements'
 import { unpackSnapshotIfEmpty } from './snapshot'
+
+/** The rows of `db.execute`, whichever driver answered: postgres.js gives the rows, PGlite a result that holds them. */
+export const rowsOf = <T>(result: unknown): T[] => ((result as { rows?: T[] }).rows ?? (result as T[])) as T[]
 
 /** The one Drizzle handle type; both drivers produce it. */
 export type Database = PgDatabase<PgQueryResultHKT, typeof schema>
@@ -147,7 +151,7 @@ export async function openDatabase(config: Config['database'], options: OpenOpti
 /** The handle over an open PGlite (the tests lend one PGlite to several files in turn: test/support/database.ts). */
 export function pgliteHandle(client: PGlite, description: string): DatabaseHandle {
 	return {
-		db: drizzlePglite({ client, schema }) as unknown as Database,
+		db: drizzlePglite({ client: withNamedStatements(client) as unknown as PGlite, schema }) as unknown as Database,
 		kind: 'pglite',
 		description,
 		ping: async () => {

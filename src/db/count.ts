@@ -1,5 +1,5 @@
 import { sql, type SQL, type SQLWrapper } from 'drizzle-orm'
-import type { Queryable } from './client'
+import { rowsOf, type Queryable } from './client'
 
 export type CountMode = 'estimated' | 'exact'
 export interface Total {
@@ -9,7 +9,6 @@ export interface Total {
 }
 
 /** postgres.js answers the rows, PGlite an object holding them. */
-const rowsOf = <T>(result: unknown): T[] => ((result as { rows?: T[] }).rows ?? (result as T[])) as T[]
 
 /**
  * How many rows `matching` (a select of the rows a list's filters let through) yields, at a cost that does not

@@ -23,7 +23,7 @@ export interface TestDatabase {
  * so a test database always has every migration, snapshot or not.
  */
 export async function createTestDatabase(): Promise<TestDatabase> {
-	if (!TEST_DATABASE_URL) return lend(spares.pop() ?? (await freshPglite()))
+	if (!TEST_DATABASE_URL) return createEmbeddedTestDatabase()
 	const copy = await createEmptyTestDatabase(TEST_DATABASE_URL, await migratedTemplate(TEST_DATABASE_URL))
 	const handle = await openDatabase({ kind: 'postgres', url: copy.url, poolMax: 10 })
 	await migrate(handle.db)
@@ -35,6 +35,11 @@ export async function createTestDatabase(): Promise<TestDatabase> {
 			await copy.drop()
 		}),
 	}
+}
+
+/** A migrated in-memory PGlite, with or without TEST_DATABASE_URL: for tests of what only the embedded database does. */
+export async function createEmbeddedTestDatabase(): Promise<TestDatabase> {
+	return lend(spares.pop() ?? (await freshPglite()))
 }
 
 function dropping(handle: DatabaseHandle, drop: () => Promise<void>): () => Promise<void> {
@@ -60,6 +65,8 @@ let pristine: Promise<{ fingerprint: string; tables: string[]; seeds: Array<{ ta
 async function freshPglite(): Promise<PGlite> {
 	const client = await createPglite('memory://', await snapshotTarball())
 	await migrate(pgliteHandle(client, 'test database').db)
+	// The statements that handle named go with it: each borrower's handle names its own.
+	await client.exec('deallocate all')
 	pristine ??= (async () => {
 		const tables = (await client.query<{ name: string }>(`select format('%I.%I', schemaname, relname) as name from pg_stat_user_tables where schemaname = 'public'`)).rows.map((row) => row.name)
 		// Rows the migrations write (the built-in organization roles): put back after a given-back database is emptied.
@@ -119,7 +126,7 @@ async function emptied(client: PGlite, channels: Set<string>): Promise<boolean> 
 		for (const channel of channels) await client.unlisten(channel)
 		if ((await schemaFingerprint(client)) !== fingerprint) return false
 		// Replica mode skips the foreign keys' triggers, so the tables empty in any order.
-		await client.exec(`reset all; select pg_advisory_unlock_all(); set session_replication_role = replica; ${tables.map((table) => `delete from ${table};`).join(' ')} reset session_replication_role;`)
+		await client.exec(`reset all; deallocate all; select pg_advisory_unlock_all(); set session_replication_role = replica; ${tables.map((table) => `delete from ${table};`).join(' ')} reset session_replication_role;`)
 		for (const { table, rows } of seeds) await client.query(`insert into ${table} select * from json_populate_recordset(null::${table}, $1::json)`, [rows])
 		return true
 	})().catch(() => false)
