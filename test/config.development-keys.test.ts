@@ -44,7 +44,12 @@ const environment = (extra: Record<string, string>) => ({
 	...extra,
 })
 const start = (extra: Record<string, string>) => startProcess(['bun', ENTRY], folder, environment(extra))
-const run = (extra: Record<string, string>) => Bun.spawnSync(['bun', ENTRY], { cwd: folder, env: environment(extra), timeout: 30_000 })
+/** Runs the service to its end (a start refused by its configuration); asynchronously, so the other tests go on meanwhile. */
+async function run(extra: Record<string, string>) {
+	const child = Bun.spawn(['bun', ENTRY], { cwd: folder, env: environment(extra), stdout: 'pipe', stderr: 'pipe', timeout: 30_000 })
+	const [exitCode, stdout, stderr] = await Promise.all([child.exited, new Response(child.stdout).text(), new Response(child.stderr).text()])
+	return { exitCode, stdout, stderr }
+}
 
 async function stop(service: RunningBinary) {
 	service.process.kill('SIGTERM')
@@ -113,7 +118,9 @@ async function race(count: number, args: string[]) {
 	)
 }
 
-describe('in development', () => {
+// Every test works in its own folder and its own processes: they run at once, the processes on the other core
+// while this one waits for them.
+describe.concurrent('in development', () => {
 	test('a restart on the same DATA_DIR keeps sessions, TOTP factors and the ID tokens\' key: the keys made at the first start are kept there, 0600', async () => {
 		const dataDir = join(folder, 'restart', 'data')
 		const keys = join(dataDir, 'keys')
@@ -191,25 +198,25 @@ describe('in development', () => {
 		}
 	})
 
-	test('a damaged key file stops the start: exit code 1 and a line naming the file, never its content', () => {
+	test('a damaged key file stops the start: exit code 1 and a line naming the file, never its content', async () => {
 		const dataDir = join(folder, 'damaged')
 		const keys = join(dataDir, 'keys')
 		mkdirSync(keys, { recursive: true, mode: 0o700 })
 		writeFileSync(join(keys, 'jwt-secret'), 'cut-short-secret\n', { mode: 0o600 })
-		const short = run({ DATA_DIR: dataDir })
-		expect({ code: short.exitCode, stderr: short.stderr.toString() }).toEqual({
+		const short = await run({ DATA_DIR: dataDir })
+		expect({ code: short.exitCode, stderr: short.stderr }).toEqual({
 			code: 1,
 			stderr: `latchkey: configuration: JWT_SECRET: ${keys}/jwt-secret is damaged (expected at least 32 bytes in base64url); restore it, or set JWT_SECRET, or delete the file to make a new one (what the old one signed or sealed is then lost)\n`,
 		})
 
 		writeFileSync(join(keys, 'jwt-secret'), `${'x'.repeat(64)}\n`)
 		writeFileSync(join(keys, 'data-encryption-key'), Buffer.alloc(31, 1).toString('base64'), { mode: 0o600 })
-		const wrongSize = run({ DATA_DIR: dataDir })
-		expect({ code: wrongSize.exitCode, stderr: wrongSize.stderr.toString() }).toEqual({
+		const wrongSize = await run({ DATA_DIR: dataDir })
+		expect({ code: wrongSize.exitCode, stderr: wrongSize.stderr }).toEqual({
 			code: 1,
 			stderr: `latchkey: configuration: DATA_ENCRYPTION_KEY: ${keys}/data-encryption-key is damaged (expected 32 bytes in base64); restore it, or set DATA_ENCRYPTION_KEY, or delete the file to make a new one (what the old one signed or sealed is then lost)\n`,
 		})
-		expect(wrongSize.stdout.toString()).not.toContain(Buffer.alloc(31, 1).toString('base64'))
+		expect(wrongSize.stdout).not.toContain(Buffer.alloc(31, 1).toString('base64'))
 
 		// The RSA key: a key of another kind, or one too short, is as damaged as text that is no key.
 		writeFileSync(join(keys, 'data-encryption-key'), `${DATA_KEY}\n`)
@@ -218,12 +225,12 @@ describe('in development', () => {
 		const ec = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ type: 'pkcs8', format: 'pem' }).toString()
 		for (const content of ['not a key', shortKey, ec]) {
 			writeFileSync(join(keys, 'oauth-signing-key'), content, { mode: 0o600 })
-			const refused = run({ DATA_DIR: dataDir })
-			expect({ code: refused.exitCode, stderr: refused.stderr.toString() }).toEqual({
+			const refused = await run({ DATA_DIR: dataDir })
+			expect({ code: refused.exitCode, stderr: refused.stderr }).toEqual({
 				code: 1,
 				stderr: `latchkey: configuration: OAUTH_SIGNING_KEY: ${keys}/${damagedKey}`,
 			})
-			expect(refused.stdout.toString()).not.toContain('PRIVATE KEY')
+			expect(refused.stdout).not.toContain('PRIVATE KEY')
 		}
 	})
 
@@ -329,16 +336,16 @@ describe('in development', () => {
 	})
 })
 
-describe('in production', () => {
-	test('JWT_SECRET, DATA_ENCRYPTION_KEY and OAUTH_SIGNING_KEY come from the environment only: without them it exits 1 naming them, even beside key files', () => {
+describe.concurrent('in production', () => {
+	test('JWT_SECRET, DATA_ENCRYPTION_KEY and OAUTH_SIGNING_KEY come from the environment only: without them it exits 1 naming them, even beside key files', async () => {
 		const dataDir = join(folder, 'production')
 		const keys = join(dataDir, 'keys')
 		mkdirSync(keys, { recursive: true, mode: 0o700 })
 		writeFileSync(join(keys, 'jwt-secret'), `${'p'.repeat(64)}\n`, { mode: 0o600 })
 		writeFileSync(join(keys, 'data-encryption-key'), `${DATA_KEY}\n`, { mode: 0o600 })
 		writeFileSync(join(keys, 'oauth-signing-key'), TEST_OAUTH_SIGNING_KEY, { mode: 0o600 })
-		const refused = run({ NODE_ENV: 'production', DATA_DIR: dataDir, PUBLIC_URL: 'https://auth.example.test' })
-		expect({ code: refused.exitCode, stderr: refused.stderr.toString().trim().split('\n') }).toEqual({
+		const refused = await run({ NODE_ENV: 'production', DATA_DIR: dataDir, PUBLIC_URL: 'https://auth.example.test' })
+		expect({ code: refused.exitCode, stderr: refused.stderr.trim().split('\n') }).toEqual({
 			code: 1,
 			stderr: [
 				'latchkey: configuration: JWT_SECRET: required when NODE_ENV=production (at least 32 bytes)',
