@@ -22,19 +22,27 @@ let named = 0
  * execute, sync), with the same parsers and serializers, and its locks: a query outside a transaction waits for the
  * transaction in progress, as PGlite's does. PostgreSQL over the network needs none of this (postgres.js prepares).
  */
+type Step = (message: Uint8Array) => Promise<BackendMessage[]>
+
+/**
+ * A named statement the database no longer has (`deallocate all`, `discard all`: 26000), or whose result columns a
+ * change of the schema altered under it (0A000). Nothing in Latchkey does either while it runs; an operator's SQL could.
+ */
+const isStale = (error: unknown) =>
+	error instanceof protocolMessages.DatabaseError && (error.code === '26000' || (error.code === '0A000' && error.message.startsWith('cached plan')))
+
 export function withNamedStatements(client: PGlite): PgliteQueries {
 	const statements = new Map<string, { name: string; paramTypes: number[] }>()
-	const step = (message: Uint8Array) => client.execProtocolStream(message, { syncToFs: false })
 
 	/** The statement for `text`, parsed now if it is new (its messages added to `messages`), as the most recently used. */
-	async function statementFor(text: string, options: QueryOptions | undefined, messages: BackendMessage[]) {
+	async function statementFor(text: string, options: QueryOptions | undefined, messages: BackendMessage[], step: Step) {
 		const kept = statements.get(text)
 		if (kept) {
 			statements.delete(text)
 			statements.set(text, kept)
 			return kept
 		}
-		const name = `latchkey_${++named}`
+		const name = `latchkey_statement_${++named}`
 		messages.push(...(await step(protocol.serialize.parse({ name, text, types: options?.paramTypes }))))
 		const statement = { name, paramTypes: parse.parseDescribeStatementResults(await step(protocol.serialize.describe({ type: 'S', name }))) }
 		statements.set(text, statement)
@@ -48,9 +56,12 @@ export function withNamedStatements(client: PGlite): PgliteQueries {
 
 	async function run<T>(text: string, params: unknown[], options: QueryOptions | undefined, inTransaction: boolean): Promise<Results<T>> {
 		return client._runExclusiveQuery(async () => {
+			// The steps go to the database this query started on, to the end (a handle the tests revoke meanwhile included).
+			const execProtocolStream = client.execProtocolStream.bind(client)
+			const step: Step = (message) => execProtocolStream(message, { syncToFs: false })
 			const messages: BackendMessage[] = []
 			try {
-				const statement = await statementFor(text, options, messages)
+				const statement = await statementFor(text, options, messages, step)
 				const values = params.map((value, i) => {
 					if (value === null || value === undefined) return null
 					const type = statement.paramTypes[i] as number
@@ -63,6 +74,12 @@ export function withNamedStatements(client: PGlite): PgliteQueries {
 					...(await step(protocol.serialize.execute({}))),
 				)
 			} catch (error) {
+				// Gone or no longer valid in the database: parsed again next time instead of failing at every call. One gone
+				// means all were (`deallocate all`, `discard all`): all are forgotten, so that each fails at most once.
+				if (isStale(error)) {
+					if ((error as protocolMessages.DatabaseError).code === '26000') statements.clear()
+					else statements.delete(text)
+				}
 				// As PGlite's own query: the statement and its parameters ride on the error (never logged: see log.ts).
 				if (error instanceof protocolMessages.DatabaseError) Object.assign(error, { query: text, params, queryOptions: options })
 				throw error
@@ -80,7 +97,16 @@ export function withNamedStatements(client: PGlite): PgliteQueries {
 		query: async (text, params = [], options) => {
 			if (params.length === 0) return client.query(text, params, options)
 			await client._checkReady()
-			return client._runExclusiveTransaction(() => run(text, params, options, false))
+			return client._runExclusiveTransaction(async () => {
+				try {
+					return await run(text, params, options, false)
+				} catch (error) {
+					// Outside a transaction nothing was done yet: once more, parsed anew. Inside one, the transaction has
+					// failed with it, as it would on PostgreSQL; the next query parses anew.
+					if (!isStale(error)) throw error
+					return run(text, params, options, false)
+				}
+			})
 		},
 		transaction: (body) =>
 			client.transaction((tx) =>
