@@ -85,7 +85,8 @@ export function withNamedStatements(client: PGlite): PgliteQueries {
 					if ((error as protocolMessages.DatabaseError).code === '26000') statements.clear()
 					else statements.delete(text)
 				}
-				// As PGlite's own query: the statement and its parameters ride on the error (never logged: see log.ts).
+				// As PGlite's own query: the statement and its parameters ride on the error (never logged: http/problem.ts
+				// describeError keeps only its name, code, message and frames).
 				if (error instanceof protocolMessages.DatabaseError) Object.assign(error, { query: text, params, queryOptions: options })
 				throw error
 			} finally {
