@@ -109,3 +109,13 @@ describe('the database snapshot', () => {
 		expect(readdirSync(dataDir)).toEqual([])
 	})
 })
+
+describe('the embedded database', () => {
+	test('starts with the settings that keep it light: 4 MB of buffers and shared memory for 10 connections, not 100', async () => {
+		const setting = async (name: string) => Object.values((await migrated.query(`show ${name}`)).rows[0] as Record<string, string>)[0]
+		expect(await setting('shared_buffers')).toBe('4MB')
+		expect(await setting('max_connections')).toBe('10')
+		// PostgreSQL's defaults (128MB, 100) would make this about 140MB, all of it zeroed inside PGlite's memory at start.
+		expect(await setting('shared_memory_size')).toBe('8MB')
+	})
+})

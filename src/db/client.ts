@@ -66,14 +66,16 @@ async function pgTrgmBundleOnDisk(): Promise<string> {
 }
 
 /**
- * PostgreSQL settings for the embedded database, after PGlite's own (which `startParams` replaces).
- * shared_buffers: initdb writes PostgreSQL's 128MB, which PGlite zeroes inside its WebAssembly memory at
- * start (growing that memory past its first 128 MiB): an idle service held about 330 MiB, against under
- * 100 MiB on PostgreSQL. One process on one connection needs far less; a page it misses is read from the
- * data directory through the operating system's cache, as PostgreSQL itself does. Given on the command
- * line, so no data directory is rewritten (see test/bench/memory.ts for the figures).
+ * PostgreSQL settings for the embedded database, after PGlite's own (which `startParams` replaces). Its shared
+ * memory lives inside PGlite's WebAssembly memory and is zeroed at start, so every megabyte of it is held for good:
+ * - shared_buffers: initdb writes PostgreSQL's 128MB (an idle service held about 330 MiB, against under 100 MiB on
+ *   PostgreSQL). One process on one connection needs far less; a page it misses is read from the data directory
+ *   through the operating system's cache, as PostgreSQL itself does. 4MB measured no slower than 8MB.
+ * - max_connections: PGlite serves one connection, yet sizes its lock table and process slots for initdb's 100.
+ * Together 8MB of shared memory instead of 15MB at 8MB and 100. Given on the command line, so no data directory is
+ * rewritten (see test/bench/memory.ts for the figures, docs/performance.md for the runs).
  */
-const PGLITE_SETTINGS = ['shared_buffers=8MB']
+const PGLITE_SETTINGS = ['shared_buffers=4MB', 'max_connections=10']
 
 /** An embedded PostgreSQL in `dataDir` (`memory://` for none), with pg_trgm; started from `loadDataDir` (a tarball of a data directory) instead of initdb when given. */
 export async function createPglite(dataDir: string, loadDataDir?: Blob): Promise<PGlite> {
