@@ -66,6 +66,7 @@ import { OAuthDirectory } from './modules/oauth/directory'
 import { loadProvider, type BrowserSessions as ProviderBrowserSessions } from './modules/oauth/provider'
 import { isProtocolPath, protocolModule } from './modules/oauth/protocol'
 import { Interactions } from './modules/oauth/interactions'
+import { SingleSignOn } from './modules/oauth/single-sign-on'
 import { UserinfoShortcut } from './modules/oauth/userinfo'
 import { BACKCHANNEL_LOGOUT_QUEUE, backchannelLogoutJob, logOutEndedSessionsStep } from './modules/oauth/logout'
 import { consoleRoutes, isConsolePath } from './console'
@@ -299,6 +300,7 @@ export function createApp({ config, database, keys, oauthKey, log, counters, pee
 	const issuer = config.publicUrl
 	const oauthDirectory = new OAuthDirectory(db, oauthClients)
 	const secondFactorsOwed = owedSecondFactors(db)
+	const cookieKeys = [dataKeys.derive('latchkey oauth cookies')]
 	const provider = loadProvider({
 		db,
 		log,
@@ -306,7 +308,7 @@ export function createApp({ config, database, keys, oauthKey, log, counters, pee
 		settings: {
 			issuer,
 			signingKey: oauthKey.privateJwk,
-			cookieKeys: [dataKeys.derive('latchkey oauth cookies')],
+			cookieKeys,
 			accessTokenTtlSeconds: config.jwt.accessTtlSeconds,
 			refreshTokenTtlSeconds: config.jwt.refreshTtlSeconds,
 			dynamicRegistration: config.oauth.dynamicRegistration,
@@ -322,6 +324,17 @@ export function createApp({ config, database, keys, oauthKey, log, counters, pee
 		endSession: async (sessionId, userId, client) => void (await auth.endSession(userId, sessionId, client)),
 	})
 	const sendBackchannelLogout = backchannelLogoutJob(provider)
+	// The two requests a signed-in browser and its client make most, in their plain case, without the library.
+	const singleSignOn = new SingleSignOn({
+		db,
+		issuer,
+		provider,
+		cookieKeys,
+		sessionTtlSeconds: config.jwt.refreshTtlSeconds,
+		browserDigestOf: (request) => browserSessions.sessionDigestOf(request),
+		findActiveClient: (clientId) => oauthClients.findActive(clientId),
+	})
+	const userinfo = new UserinfoShortcut({ db, findActiveClient: (clientId) => oauthClients.findActive(clientId) })
 	const interactions = new Interactions({
 		provider,
 		issuer: new URL(issuer),
@@ -400,6 +413,7 @@ export function createApp({ config, database, keys, oauthKey, log, counters, pee
 		.decorate('oauthConsents', oauthConsents)
 		// What the OpenID Provider reads of the browser (single sign-on) and ends (logout).
 		.decorate('browserSessions', browserSessions)
+		.decorate('singleSignOn', singleSignOn)
 		.use(
 			sessionUpkeep({
 				schedule,
@@ -415,7 +429,7 @@ export function createApp({ config, database, keys, oauthKey, log, counters, pee
 		.use(jwks(keys, oauthKey))
 		.use(config.metrics.enabled ? metricsRoute(metrics, config.metrics.token) : new Elysia({ name: 'metrics-disabled' }))
 		.use(api)
-		.use(protocolModule({ provider, issuer, interactions, htmlHeaders: pageHeaders(renderer.csp), userinfo: new UserinfoShortcut({ db, findActiveClient: (clientId) => oauthClients.findActive(clientId) }) }))
+		.use(protocolModule({ provider, issuer, interactions, htmlHeaders: pageHeaders(renderer.csp), userinfo, singleSignOn }))
 		.use(
 			pages({
 				renderer,

@@ -4,6 +4,7 @@ import { toFetchResponse } from 'fetch-to-node'
 import type Provider from 'oidc-provider'
 import { nodeShaped, type Interactions } from './interactions'
 import { INTERACTION_PATH, PREFILLED_USER_CODE } from './provider'
+import type { SingleSignOn } from './single-sign-on'
 import type { UserinfoShortcut } from './userinfo'
 
 /*
@@ -35,6 +36,8 @@ export interface ProtocolDeps {
 	htmlHeaders: Record<string, string>
 	/** `GET /oauth2/userinfo` in its plain case, answered without the library (userinfo.ts). */
 	userinfo: UserinfoShortcut
+	/** A signed-in browser's `prompt=none` authorization in its plain case, answered without the library (single-sign-on.ts). */
+	singleSignOn: SingleSignOn
 }
 
 /** What the library answers Node's requests with. */
@@ -92,7 +95,7 @@ const documented = (operationId: string, summary: string, description: string, g
 	return { detail: { tags: [TAG], operationId, summary, description, security: [], responses, [STANDARD_FORMAT_EXTENSION]: true, ...(requestBody ? { requestBody } : {}) } as never }
 }
 
-export const protocolModule = ({ provider, issuer, interactions, htmlHeaders, userinfo }: ProtocolDeps) => {
+export const protocolModule = ({ provider, issuer, interactions, htmlHeaders, userinfo, singleSignOn }: ProtocolDeps) => {
 	const issuerUrl = new URL(issuer)
 	// Made once, on the first request: Koa composes its middleware into this handler.
 	let made: Promise<NodeHandler> | undefined
@@ -115,7 +118,7 @@ export const protocolModule = ({ provider, issuer, interactions, htmlHeaders, us
 			.get(DISCOVERY, callback(), documented('openIdConfiguration', 'OpenID Connect Discovery document', 'OpenID Connect Discovery 1.0.', { 200: json('the provider\'s metadata') }))
 			// RFC 8414's document is the same as OpenID Connect Discovery's (API.md: both documents alike).
 			.get('/.well-known/oauth-authorization-server', callback(DISCOVERY), documented('oauthAuthorizationServerMetadata', 'OAuth 2.0 Authorization Server Metadata', 'RFC 8414; the same document as OpenID Connect Discovery.', { 200: json('the provider\'s metadata') }))
-			.get('/oauth2/authorization', callback(), authorizationDoc('authorize'))
+			.get('/oauth2/authorization', async (context) => (await singleSignOn.answer(context.request)) ?? callback()(context), authorizationDoc('authorize'))
 			.post('/oauth2/authorization', callback(), authorizationDoc('authorizeByPost'))
 			.get('/oauth2/authorization/:uid', callback(), documented('resumeAuthorization', 'Authorization, resumed after a page', 'Where the pages send the browser back once it signed in or consented.', { 303: redirect('to the client') }))
 			// Where the library sends a browser that must sign in, step up or consent (interactions.ts).

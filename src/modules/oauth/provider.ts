@@ -179,6 +179,9 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 /** The most of a client's document (its JWKS, its sector identifier) that is read. */
 const CLIENT_DOCUMENT_LIMIT = 64 * 1024
 
+/** The library's cookie naming the browser's provider session (and `.sig`, its signature). */
+export const PROVIDER_SESSION_COOKIE = 'latchkey-op-session'
+
 /** The library's cookie naming the browser's interaction in progress. */
 export const INTERACTION_COOKIE = 'latchkey-interaction'
 
@@ -340,7 +343,7 @@ function createProvider(library: Library, deps: ProviderDeps): Provider {
 		},
 		cookies: {
 			keys: settings.cookieKeys,
-			names: { session: 'latchkey-op-session', interaction: INTERACTION_COOKIE, resume: 'latchkey-interaction-resume' },
+			names: { session: PROVIDER_SESSION_COOKIE, interaction: INTERACTION_COOKIE, resume: 'latchkey-interaction-resume' },
 			// The interaction's cookie goes to the pages too (/consent, /sign-in and back), not only to its own path.
 			short: { path: '/', httpOnly: true, sameSite: 'lax' },
 		},
