@@ -24,6 +24,7 @@ import { LoginLockout } from './modules/auth/lockout'
 import { PasswordHasher, passwordProblem } from './modules/auth/password'
 import { sampleLegacyHashes } from './modules/auth/stored-hashes'
 import { AuthService } from './modules/auth/service'
+import { enrolmentHold } from './modules/auth/sessions'
 import { SignIn } from './modules/auth/sign-in'
 import { sessionUpkeep } from './modules/auth/session-upkeep'
 import { health } from './modules/health'
@@ -301,6 +302,7 @@ export function createApp({ config, database, keys, oauthKey, log, counters, pee
 	const oauthDirectory = new OAuthDirectory(db, oauthClients)
 	const secondFactorsOwed = owedSecondFactors(db)
 	const cookieKeys = [dataKeys.derive('latchkey oauth cookies')]
+	const heldToEnrolment = enrolmentHold(db, config.mfa.required)
 	const provider = loadProvider({
 		db,
 		log,
@@ -316,7 +318,7 @@ export function createApp({ config, database, keys, oauthKey, log, counters, pee
 		},
 		clients: oauthDirectory,
 		browserSessions: providerView(browserSessions),
-		stepUp: { hasSecondFactor: async (userId) => (await secondFactorsOwed.methodsOf(userId)).length > 0 },
+		stepUp: { hasSecondFactor: async (userId) => (await secondFactorsOwed.methodsOf(userId)).length > 0, heldToEnrolment },
 		consents: oauthDirectory,
 		verifySecret: (clientId, secret) => oauthDirectory.verifySecret(clientId, secret),
 		// Its requests to clients (back-channel logout, `jwks_uri`) go where webhooks may go (API.md).
@@ -332,7 +334,7 @@ export function createApp({ config, database, keys, oauthKey, log, counters, pee
 		cookieKeys,
 		sessionTtlSeconds: config.jwt.refreshTtlSeconds,
 		browserDigestOf: (request) => browserSessions.sessionDigestOf(request),
-		findActiveClient: (clientId) => oauthClients.findActive(clientId),
+		heldToEnrolment,
 	})
 	const userinfo = new UserinfoShortcut({ db, findActiveClient: (clientId) => oauthClients.findActive(clientId) })
 	const interactions = new Interactions({

@@ -3,7 +3,9 @@ import { and, eq, sql } from 'drizzle-orm'
 import * as oauth from 'oauth4webapi'
 import { oauthArtifacts, sessions, users } from '../src/db/schema'
 import { startTestApp, type TestApp } from './support/app'
-import { signUp, type Account } from './support/fixtures'
+import { OAUTH_CLIENTS_CHANNEL } from '../src/modules/oauth/clients'
+import { enrollTotp, loginWithTotp } from './support/factors'
+import { signUp, signUpAdmin, type Account } from './support/fixtures'
 import { authorizationRequest, Browser, browserCookie, discover, ISSUER, REDIRECT_URI, registerClient, through, type RegisteredClient } from './support/oauth'
 
 /*
@@ -97,7 +99,7 @@ describe('a signed-in browser back for a new code (prompt=none)', () => {
 			const ourTokens = await exchange(client, ours.href, plain)
 			const theirTokens = await exchange(client, theirs.href, library)
 			const claims = (tokens: oauth.TokenEndpointResponse) => {
-				const { iat: _iat, exp: _exp, nonce: _nonce, at_hash: _hash, jti: _jti, ...rest } = oauth.getValidatedIdTokenClaims(tokens) ?? {}
+				const { iat: _iat, exp: _exp, nonce: _nonce, at_hash: _hash, jti: _jti, ...rest } = (oauth.getValidatedIdTokenClaims(tokens) ?? {}) as Record<string, unknown>
 				return rest
 			}
 			expect(claims(ourTokens)).toEqual(claims(theirTokens))
@@ -249,11 +251,90 @@ describe('everything but the plain case is left to the library', () => {
 		expect(refused.url.searchParams.get('error')).toBe('login_required')
 	})
 
+	test('a client the library would not load (metadata its schema refuses), a disabled client, a client_id no client has', async () => {
+		const admin = await signUpAdmin(t)
+		const created = await t.call('POST', '/api/oauth-clients', {
+			token: admin.accessToken,
+			json: { name: 'Changing app', type: 'public', redirectUris: [REDIRECT_URI], firstParty: true, grantTypes: ['authorization_code'] },
+		})
+		expect(created.status).toBe(201)
+		const { id, clientId } = created.body.data as { id: string; clientId: string }
+		const client: RegisteredClient = { clientId, client: { client_id: clientId }, auth: oauth.None() }
+		const { browser } = await signedInBrowser(client)
+		const plain = await authorizationRequest(as, clientId, { prompt: 'none' })
+		expect((await ask(plain.url, browser.cookie))?.status).toBe(303)
+		/** A change of the client through the API, once the app has heard of it. */
+		const heard = async (change: () => Promise<{ status: number }>) => {
+			let hear: () => void = () => {}
+			const changeHeard = new Promise<void>((resolve) => (hear = resolve))
+			const unlisten = await t.database.handle.listen(OAUTH_CLIENTS_CHANNEL, () => hear())
+			expect((await change()).status).toBe(200)
+			await changeHeard
+			await unlisten()
+		}
+		const change = (json: Record<string, unknown>) =>
+			heard(() => t.call('PUT', `/api/oauth-clients/${id}`, { token: admin.accessToken, json: { name: 'Changing app', firstParty: true, grantTypes: ['authorization_code'], ...json } }))
+		// A web redirect URI beside a native app's: the library refuses to load such a client (an error page), and so
+		// no code goes to either URI, whatever grant the browser holds.
+		await change({ redirectUris: [REDIRECT_URI, 'com.example.app:/callback'] })
+		expect(await ask(plain.url, browser.cookie)).toBeUndefined()
+		const refused = await browser.visit(plain.url.href)
+		expect(refused.response.status).toBe(400)
+		expect(refused.url.origin).toBe(ISSUER)
+		await change({ redirectUris: [REDIRECT_URI] })
+		expect((await ask(plain.url, browser.cookie))?.status).toBe(303)
+		await heard(() => t.call('DELETE', `/api/oauth-clients/${id}`, { token: admin.accessToken }))
+		expect(await ask(plain.url, browser.cookie)).toBeUndefined()
+		for (const unknown of ['no-such-client', 'a%00b', 'x'.repeat(300)]) {
+			const url = new URL(plain.url)
+			url.searchParams.set('client_id', decodeURIComponent(unknown))
+			expect(await ask(url, browser.cookie)).toBeUndefined()
+		}
+	})
+
 	test('a browser session expired in the database is not signed in, whatever its cookies say', async () => {
 		const { browser, account } = await signedInBrowser()
 		await t.database.handle.db.update(sessions).set({ expiresAt: sql`now() - interval '1 second'` }).where(eq(sessions.id, account.sessionId))
 		const plain = await authorizationRequest(as, app.clientId, { prompt: 'none' })
 		expect(await ask(plain.url, browser.cookie)).toBeUndefined()
 		expect((await browser.visit(plain.url.href)).url.searchParams.get('error')).toBe('login_required')
+	})
+})
+
+describe('MFA_REQUIRED: a browser session held to enrolment signs in to no client', () => {
+	let strict: TestApp
+	let strictAs: oauth.AuthorizationServer
+	beforeAll(async () => {
+		strict = await startTestApp({ MFA_REQUIRED: 'all' }, t.database)
+		strictAs = await oauth.processDiscoveryResponse(new URL(ISSUER), await oauth.discoveryRequest(new URL(ISSUER), through(strict)))
+	})
+	afterAll(() => strict.close())
+
+	test('no code, by the shortcut or the library: sent to add a factor, or interaction_required with prompt=none; with a factor used, signed in', async () => {
+		const client = await registerClient(strict, { type: 'public', firstParty: true })
+		const account = await signUp(strict)
+		const browser = new Browser(strict, await browserCookie(strict, account))
+		const first = await browser.visit((await authorizationRequest(strictAs, client.clientId)).url.href)
+		expect(first.url.pathname).toBe('/account/security')
+		expect(first.url.searchParams.get('code')).toBeNull()
+		const quiet = await authorizationRequest(strictAs, client.clientId, { prompt: 'none' })
+		expect(await strict.app.decorator.singleSignOn.answer(new Request(quiet.url.href, { headers: { cookie: browser.cookie } }))).toBeUndefined()
+		const answered = await browser.visit(quiet.url.href)
+		expect(answered.url.href.startsWith(REDIRECT_URI)).toBe(true)
+		expect(answered.url.searchParams.get('error')).toBe('interaction_required')
+		expect(answered.url.searchParams.get('code')).toBeNull()
+
+		// A factor added and used (an aal2 session): signed in, and then by the shortcut too.
+		const { secret } = await enrollTotp(strict, account)
+		const stepped = await loginWithTotp(strict, account, secret)
+		const steppedBrowser = new Browser(strict, await browserCookie(strict, stepped))
+		const signedIn = await steppedBrowser.visit((await authorizationRequest(strictAs, client.clientId)).url.href)
+		expect(signedIn.url.searchParams.get('code')).toBeTruthy()
+		const again = await authorizationRequest(strictAs, client.clientId, { prompt: 'none' })
+		expect((await strict.app.decorator.singleSignOn.answer(new Request(again.url.href, { headers: { cookie: steppedBrowser.cookie } })))?.status).toBe(303)
+		// Its last factor removed, the same session is held again at its next sign-in.
+		await strict.database.handle.db.execute(sql`delete from factors where user_id = ${account.id}`)
+		expect(await strict.app.decorator.singleSignOn.answer(new Request(again.url.href, { headers: { cookie: steppedBrowser.cookie } }))).toBeUndefined()
+		expect((await steppedBrowser.visit((await authorizationRequest(strictAs, client.clientId, { prompt: 'none' })).url.href)).url.searchParams.get('error')).toBe('interaction_required')
 	})
 })

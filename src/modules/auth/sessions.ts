@@ -64,6 +64,31 @@ export interface Caller {
 export const mustHaveFactor = (required: Config['mfa']['required'], role: UserRow['role']) =>
 	required === 'all' || (required === 'admins' && role === 'admin')
 
+/**
+ * Whether a session is held to enrolment (MFA_REQUIRED names its account, and it has not used a factor the account
+ * still has), decided now as the API's guard decides it for a token (findCaller): for the OpenID Provider, whose
+ * browser sessions sign in to other applications. Without MFA_REQUIRED no one is held and nothing is read.
+ */
+export function enrolmentHold(db: Database, mfaRequired: Config['mfa']['required']): (sessionId: string) => Promise<boolean> {
+	if (mfaRequired === 'off') return async () => false
+	const lookup = db
+		.select({
+			role: users.role,
+			aal: sessions.aal,
+			hasActiveFactor: sql<boolean>`exists (select 1 from ${factors} where ${factors.userId} = ${users.id} and ${factors.status} = 'active')`,
+		})
+		.from(sessions)
+		.innerJoin(users, eq(users.id, sessions.userId))
+		.where(eq(sessions.id, sql.placeholder('sid')))
+		.limit(1)
+		.prepare('latchkey_enrolment_hold')
+	return async (sessionId) => {
+		const [row] = await lookup.execute({ sid: sessionId })
+		// A session that is gone is no one's to sign in with: held.
+		return !row || (mustHaveFactor(mfaRequired, row.role) && !(row.hasActiveFactor && row.aal === 'aal2'))
+	}
+}
+
 /** REAUTHENTICATION_SECONDS in words: "5 minutes", "90 seconds". */
 const inWords = (seconds: number) =>
 	seconds % 60 === 0 ? `${seconds / 60} minute${seconds === 60 ? '' : 's'}` : `${seconds} second${seconds === 1 ? '' : 's'}`

@@ -128,7 +128,7 @@ const storedSession = (id: string) => `Session stored ${id}`
  * Its cookie may then outlive it by as much; a browser whose provider session is gone gets a new one from its
  * Latchkey session at the next request, as after any expiry (provider.ts).
  */
-const SESSION_SLIDE_SECONDS = 3600
+export const SESSION_SLIDE_SECONDS = 3600
 
 /** What a record consumed by another request is called in the refusal (as the library words its own refusals). */
 const CONSUMED: Record<string, string> = {

@@ -2,7 +2,7 @@ import { toFetchResponse, toReqRes } from 'fetch-to-node'
 import type Provider from 'oidc-provider'
 import type { InteractionResults } from 'oidc-provider'
 import { clientOf } from '../../http/client-ip'
-import { INTERACTION_COOKIE, INTERACTION_PATH, type BrowserSession, type BrowserSessions } from './provider'
+import { ENROLMENT_REQUIRED, INTERACTION_COOKIE, INTERACTION_PATH, type BrowserSession, type BrowserSessions } from './provider'
 
 /*
  * What happens between an authorization request and its answer when the provider cannot answer at once: the
@@ -46,6 +46,9 @@ function readCookie(request: Request, name: string): string | undefined {
 	return undefined
 }
 
+/** The account page where a session held to enrolment adds a factor (pages/account.ts). */
+const ENROLMENT_PAGE = '/account/security'
+
 const redirect = (location: string) => new Response(null, { status: 303, headers: { location } })
 
 type Details = Awaited<ReturnType<Provider['interactionDetails']>>
@@ -73,6 +76,9 @@ export class Interactions {
 		const { details } = found
 		if (details.prompt.name === 'login') {
 			const reasons = details.prompt.reasons
+			// Held to enrolment (MFA_REQUIRED): a factor first, at the account pages (which allow nothing else); the
+			// application's sign-in is asked again after, by the person or by the application.
+			if (browser && reasons.includes(ENROLMENT_REQUIRED)) return redirect(ENROLMENT_PAGE)
 			const mustSignInAgain = reasons.includes('login_prompt') || reasons.includes('max_age')
 			const stepUp = reasons.includes('aal2_required')
 			// After the request began: its `iat` is in whole seconds, so a sign-in counts from the next second on (no

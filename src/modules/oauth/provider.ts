@@ -54,6 +54,11 @@ export interface BrowserSessions {
 /** Whether the account has a second factor it could step up with (`acr_values=aal2`). */
 export interface StepUpCheck {
 	hasSecondFactor(userId: string): Promise<boolean>
+	/**
+	 * Whether a Latchkey session is held to enrolment (MFA_REQUIRED names its account and it has not used a factor):
+	 * such a session may add a factor at the account pages and sign in to nothing (API.md, the API's guard alike).
+	 */
+	heldToEnrolment(sessionId: string): Promise<boolean>
 }
 
 /** The scopes a user allowed a client before (remembered consent), and whether the client needs no consent. */
@@ -185,6 +190,9 @@ export const PROVIDER_SESSION_COOKIE = 'latchkey-op-session'
 /** The library's cookie naming the browser's interaction in progress. */
 export const INTERACTION_COOKIE = 'latchkey-interaction'
 
+/** The interaction policy's reason for a browser session held to enrolment (MFA_REQUIRED, no factor used yet). */
+export const ENROLMENT_REQUIRED = 'mfa_enrollment_required'
+
 /** Where the provider sends a browser that must sign in, step up or consent. */
 export const INTERACTION_PATH = '/oauth2/interaction'
 
@@ -247,6 +255,16 @@ function policy(interactionPolicy: Library['interactionPolicy'], deps: ProviderD
 		new interactionPolicy.Check('latchkey_session', 'End-User authentication is required', async (ctx) =>
 			ctx.oidc.result?.login || (await browserSession(ctx)) ? interactionPolicy.Check.NO_NEED_TO_PROMPT : interactionPolicy.Check.REQUEST_PROMPT,
 		),
+	)
+	// MFA_REQUIRED: a browser session held to enrolment signs in to no client (interactions.ts sends it to add a
+	// factor) but the console, whose tokens the API's guard judges by their session at every request: it gets its
+	// token, and says what the API's 403 means (docs/console.md).
+	login.checks.add(
+		new interactionPolicy.Check(ENROLMENT_REQUIRED, 'A second factor must be added first', 'interaction_required', async (ctx) => {
+			if (ctx.oidc.client?.clientId === CONSOLE_CLIENT_ID) return interactionPolicy.Check.NO_NEED_TO_PROMPT
+			const browser = await browserSession(ctx)
+			return browser && (await deps.stepUp.heldToEnrolment(browser.sessionId)) ? interactionPolicy.Check.REQUEST_PROMPT : interactionPolicy.Check.NO_NEED_TO_PROMPT
+		}),
 	)
 	// `acr_values=aal2`: a second factor, when the account has one and the session has not used it yet.
 	login.checks.add(

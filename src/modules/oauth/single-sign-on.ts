@@ -1,11 +1,9 @@
 import Keygrip from 'keygrip'
 import type Provider from 'oidc-provider'
 import type { Database } from '../../db/client'
-import type { OAuthClientRow } from '../../db/schema'
-import { LATCHKEY_SESSION, prepareSignedInRead } from './adapter'
-import { clientMetadata } from './directory'
-import { SCOPES } from './model'
-import { PROVIDER_SESSION_COOKIE } from './provider'
+import { LATCHKEY_SESSION, prepareSignedInRead, SESSION_SLIDE_SECONDS } from './adapter'
+import { CLIENT_ID_PATTERN } from './model'
+import { PROVIDER_SESSION_COOKIE, SCOPES } from './provider'
 
 /*
  * Single sign-on in its plain case — a browser signed in to Latchkey and already signed in to this client, back
@@ -30,17 +28,17 @@ const S256_CHALLENGE = /^[A-Za-z0-9_-]{43}$/
  * The scopes of the plain case. `offline_access` asks for consent each time (the library drops it otherwise), the
  * organization scopes are read as the memberships are now (provider.ts): theirs is the library's answer.
  */
-const PLAIN_SCOPES = new Set<string>(SCOPES.filter((scope) => scope !== 'offline_access' && scope !== 'organizations'))
+const PLAIN_SCOPES = new Set(SCOPES.filter((scope) => scope !== 'offline_access' && scope !== 'organizations'))
 /** The most of a value the plain case takes (the library takes longer ones; they are its to answer). */
 const LONGEST_VALUE = 2048
 
-/** A provider session saved again with nothing changed but an expiry slid by less than this is not written (adapter.ts). */
-const SESSION_SLIDE_SECONDS = 3600
+/** A client id as clients are named (model.ts); anything else is the library's to refuse. */
+const CLIENT_ID = new RegExp(CLIENT_ID_PATTERN)
 
 export interface SingleSignOnDeps {
 	db: Database
 	issuer: string
-	/** The provider, once loaded: the shortcut answers nothing before the library has been loaded by a request. */
+	/** The provider (loaded by the first request that needs it): its client, its code model. */
 	provider(): Promise<Provider>
 	/** The keys of the library's signed cookies, newest first (provider.ts: `cookies.keys`). */
 	cookieKeys: string[]
@@ -48,11 +46,24 @@ export interface SingleSignOnDeps {
 	sessionTtlSeconds: number
 	/** The digest of the request's browser cookie (pages/browser-sessions.ts), undefined without a well-formed one. */
 	browserDigestOf(request: Request): string | undefined
-	/** The active client (kept in memory, forgotten when changed: clients.ts). */
-	findActiveClient(clientId: string): Promise<OAuthClientRow | undefined>
+	/** Whether a Latchkey session is held to enrolment (MFA_REQUIRED): the library's policy then answers (provider.ts). */
+	heldToEnrolment(sessionId: string): Promise<boolean>
 }
 
 type Payload = Record<string, unknown>
+
+/** A provider session's stored payload, as far as the checks read it. */
+type SessionPayload = Payload & {
+	accountId?: unknown
+	loginTs?: unknown
+	uid?: unknown
+	acr?: unknown
+	amr?: unknown
+	authorizations?: Record<string, { grantId?: unknown; sid?: unknown } | undefined>
+}
+
+/** The plain case's parameters, those it requires present. */
+type PlainParams = Record<(typeof REQUIRED)[number], string> & Partial<Record<'state' | 'nonce', string>>
 
 export class SingleSignOn {
 	private read: ReturnType<typeof prepareSignedInRead> | undefined
@@ -72,49 +83,22 @@ export class SingleSignOn {
 		if (!params || params.prompt !== 'none' || params.response_type !== 'code' || params.code_challenge_method !== 'S256' || !S256_CHALLENGE.test(params.code_challenge ?? '')) return undefined
 		const scopes = (params.scope ?? '').split(' ')
 		if (!scopes.includes('openid') || new Set(scopes).size !== scopes.length || !scopes.every((scope) => PLAIN_SCOPES.has(scope))) return undefined
-
 		const sessionId = this.signedSessionId(headers.get('cookie'))
 		const browser = this.deps.browserDigestOf(request)
-		if (!sessionId || !browser) return undefined
-		const clientId = params.client_id as string
-		// The client as the library sees it (the same metadata): a web client allowed the code flow, these scopes
-		// and this redirect URI exactly. A native client asks for consent each time: the library's.
-		const row = await this.deps.findActiveClient(clientId)
-		const client = row && clientMetadata(row)
-		if (!client || client.application_type !== 'web' || !(client.response_types as string[]).includes('code') || !(client.grant_types as string[]).includes('authorization_code')) return undefined
-		const allowed = new Set(String(client.scope).split(' '))
-		if (!scopes.every((scope) => allowed.has(scope)) || !(client.redirect_uris as string[]).includes(params.redirect_uri as string)) return undefined
-
-		this.read ??= prepareSignedInRead(this.deps.db, 'latchkey_oauth_signed_in')
-		const [found] = await this.read.execute({ key: sessionId, browser, client: clientId })
-		if (!found || !found.live || found.consumed || !found.browser || !found.grantPayload || found.grantConsumed) return undefined
-		const session = found.payload
-		const now = Math.floor(Date.now() / 1000)
-		// The provider session is this browser's Latchkey session, signed in (else the library takes it on anew).
-		const accountId = session.accountId
-		if (session.kind !== 'Session' || session.jti !== sessionId || typeof accountId !== 'string' || session.transient !== undefined || !fresh(session, now)) return undefined
-		if (found.browser.account.id !== accountId || found.browser.sessionId !== session[LATCHKEY_SESSION] || typeof session.loginTs !== 'number' || typeof session.uid !== 'string') return undefined
-		// Saved again, the session's expiry would be written: the library's save.
-		const exp = now + this.deps.sessionTtlSeconds
-		if (typeof session.exp !== 'number' || exp - session.exp >= SESSION_SLIDE_SECONDS) return undefined
-		// The client's grant, named by the session: this account's, unexpired, nothing in it rejected, holding every scope asked.
-		const authorization = (session.authorizations as Record<string, { grantId?: unknown; sid?: unknown }> | undefined)?.[clientId]
-		const grant = found.grantPayload
-		if (typeof authorization?.grantId !== 'string' || typeof authorization.sid !== 'string' || grant.jti !== authorization.grantId) return undefined
-		if (grant.kind !== 'Grant' || grant.clientId !== clientId || grant.accountId !== accountId || !fresh(grant, now) || grant.rejected !== undefined || grant.resources !== undefined) return undefined
-		const granted = (grant.openid as { scope?: unknown; claims?: unknown } | undefined)?.scope
-		if (typeof granted !== 'string') return undefined
-		const grantedScopes = granted.split(' ')
-		if (!scopes.every((scope) => grantedScopes.includes(scope))) return undefined
+		if (!sessionId || !browser || !CLIENT_ID.test(params.client_id ?? '')) return undefined
+		// Any failure before the code is written (a client the library refuses to load, the database) is the
+		// library's to meet and answer, in its own words.
+		const checked = await this.check(params as PlainParams, scopes, sessionId, browser).catch(() => undefined)
+		if (!checked) return undefined
+		const { provider, session, authorization, grantedScopes, exp } = checked
 
 		// The library's own code, as its code handler makes it (its id, its lifetime, its adapter's write).
-		const provider = await this.deps.provider()
 		const code = new provider.AuthorizationCode({
-			accountId,
+			accountId: session.accountId,
 			acr: session.acr,
 			amr: session.amr,
 			authTime: session.loginTs,
-			clientId,
+			clientId: params.client_id,
 			codeChallenge: params.code_challenge,
 			codeChallengeMethod: 'S256',
 			grantId: authorization.grantId,
@@ -136,6 +120,45 @@ export class SingleSignOn {
 		return response
 	}
 
+	/** Every check the library would make of this request, on the same rows; undefined when one does not hold. */
+	private async check(params: PlainParams, scopes: string[], sessionId: string, browser: string) {
+		const { client_id: clientId, redirect_uri: redirectUri } = params
+		// The client as the library loads it (its metadata checked by its schema, a disabled one not found): a web
+		// client allowed the code flow, these scopes and this redirect URI exactly. A native client asks for
+		// consent each time: the library's.
+		const provider = await this.deps.provider()
+		const client = await provider.Client.find(clientId)
+		if (!client || client.applicationType !== 'web' || !client.responseTypeAllowed('code') || !client.grantTypeAllowed('authorization_code')) return undefined
+		if (client.requirePushedAuthorizationRequests || client.requireSignedRequestObject || typeof client.scope !== 'string') return undefined
+		const allowed = new Set(client.scope.split(' '))
+		if (!scopes.every((scope) => allowed.has(scope)) || !client.redirectUris?.includes(redirectUri) || !client.redirectUriAllowed(redirectUri)) return undefined
+
+		this.read ??= prepareSignedInRead(this.deps.db, 'latchkey_oauth_signed_in')
+		const [found] = await this.read.execute({ key: sessionId, browser, client: clientId })
+		if (!found || !found.live || found.consumed || !found.browser || !found.grantPayload || found.grantConsumed) return undefined
+		const session = found.payload as SessionPayload
+		const now = Math.floor(Date.now() / 1000)
+		// The provider session is this browser's Latchkey session, signed in (else the library takes it on anew).
+		const accountId = session.accountId
+		if (session.kind !== 'Session' || session.jti !== sessionId || typeof accountId !== 'string' || session.transient !== undefined || !fresh(session, now)) return undefined
+		if (found.browser.account.id !== accountId || found.browser.sessionId !== session[LATCHKEY_SESSION] || typeof session.loginTs !== 'number' || typeof session.uid !== 'string') return undefined
+		// Saved again, the session's expiry would be written: the library's save.
+		const exp = now + this.deps.sessionTtlSeconds
+		if (typeof session.exp !== 'number' || exp - session.exp >= SESSION_SLIDE_SECONDS) return undefined
+		// The client's grant, named by the session: this account's, unexpired, nothing in it rejected, holding every scope asked.
+		const authorization = session.authorizations?.[clientId]
+		const grant = found.grantPayload
+		if (typeof authorization?.grantId !== 'string' || typeof authorization.sid !== 'string' || grant.jti !== authorization.grantId) return undefined
+		if (grant.kind !== 'Grant' || grant.clientId !== clientId || grant.accountId !== accountId || !fresh(grant, now) || grant.rejected !== undefined || grant.resources !== undefined) return undefined
+		const granted = (grant.openid as { scope?: unknown } | undefined)?.scope
+		if (typeof granted !== 'string') return undefined
+		const grantedScopes = granted.split(' ')
+		if (!scopes.every((scope) => grantedScopes.includes(scope))) return undefined
+		// MFA_REQUIRED: a session held to enrolment signs in to nothing (the library's policy says where to go).
+		if (await this.deps.heldToEnrolment(found.browser.sessionId)) return undefined
+		return { provider, session: { ...session, accountId }, authorization: { grantId: authorization.grantId, sid: authorization.sid }, grantedScopes, exp }
+	}
+
 	/** The provider session's id, when its cookie is signed with the newest key (an older one: the library signs it anew). */
 	private signedSessionId(header: string | null): string | undefined {
 		if (!header) return undefined
@@ -154,7 +177,7 @@ export class SingleSignOn {
 }
 
 /** The query's parameters when they are the plain case's, each once and none empty or overlong; else undefined. */
-function plainParams(url: string): Partial<Record<string, string>> | undefined {
+function plainParams(url: string): (Partial<PlainParams> & Record<string, string>) | undefined {
 	const query = url.indexOf('?')
 	if (query === -1 || url.includes('#')) return undefined
 	const params: Record<string, string> = {}
