@@ -411,8 +411,9 @@ const browserSessionByDigest = (digest: SQL | Placeholder) => sql<BrowserSession
 
 /**
  * A provider session (`key`) as a signed-in browser's authorization needs it (single-sign-on.ts), in one statement:
- * the session, whether its Latchkey session is live, the browser's Latchkey session by its cookie's digest
- * (`browser`), and the grant the session names for the client (`client`), unexpired. Unexpired sessions only.
+ * the session; the browser's Latchkey session named by its cookie's digest (`browser`) — unrevoked, unexpired, of an
+ * active account: its id and its account's, which must be the ones the provider session names, and which then make
+ * that one live too; and the grant the provider session names for the client (`client`), unexpired.
  */
 export function prepareSignedInRead(db: Database, name: string) {
 	const clientGrant = alias(oauthArtifacts, 'client_grant')
@@ -421,12 +422,14 @@ export function prepareSignedInRead(db: Database, name: string) {
 		.select({
 			payload: oauthArtifacts.payload,
 			consumed: set(oauthArtifacts.consumedAt),
-			live: liveLatchkeySession('oauth_artifacts'),
-			browser: browserSessionByDigest(sql.placeholder('browser')),
+			browserSessionId: sessions.id,
+			browserAccountId: users.id,
 			grantPayload: clientGrant.payload,
 			grantConsumed: set(clientGrant.consumedAt),
 		})
 		.from(oauthArtifacts)
+		.leftJoin(sessions, and(eq(sessions.browserTokenHash, sql.placeholder('browser')), isNull(sessions.revokedAt), gt(sessions.expiresAt, sql`now()`)))
+		.leftJoin(users, and(eq(users.id, sessions.userId), eq(users.status, 'active')))
 		.leftJoin(
 			clientGrant,
 			and(

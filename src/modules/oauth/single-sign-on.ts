@@ -135,13 +135,14 @@ export class SingleSignOn {
 
 		this.read ??= prepareSignedInRead(this.deps.db, 'latchkey_oauth_signed_in')
 		const [found] = await this.read.execute({ key: sessionId, browser, client: clientId })
-		if (!found || !found.live || found.consumed || !found.browser || !found.grantPayload || found.grantConsumed) return undefined
+		// The browser's Latchkey session live (its account active), and no other than the one the provider session stands for.
+		if (!found || found.consumed || !found.browserSessionId || !found.browserAccountId || !found.grantPayload || found.grantConsumed) return undefined
 		const session = found.payload as SessionPayload
 		const now = Math.floor(Date.now() / 1000)
 		// The provider session is this browser's Latchkey session, signed in (else the library takes it on anew).
 		const accountId = session.accountId
 		if (session.kind !== 'Session' || session.jti !== sessionId || typeof accountId !== 'string' || session.transient !== undefined || !fresh(session, now)) return undefined
-		if (found.browser.account.id !== accountId || found.browser.sessionId !== session[LATCHKEY_SESSION] || typeof session.loginTs !== 'number' || typeof session.uid !== 'string') return undefined
+		if (found.browserAccountId !== accountId || found.browserSessionId !== session[LATCHKEY_SESSION] || typeof session.loginTs !== 'number' || typeof session.uid !== 'string') return undefined
 		// Saved again, the session's expiry would be written: the library's save.
 		const exp = now + this.deps.sessionTtlSeconds
 		if (typeof session.exp !== 'number' || exp - session.exp >= SESSION_SLIDE_SECONDS) return undefined
@@ -155,7 +156,7 @@ export class SingleSignOn {
 		const grantedScopes = granted.split(' ')
 		if (!scopes.every((scope) => grantedScopes.includes(scope))) return undefined
 		// MFA_REQUIRED: a session held to enrolment signs in to nothing (the library's policy says where to go).
-		if (await this.deps.heldToEnrolment(found.browser.sessionId)) return undefined
+		if (await this.deps.heldToEnrolment(found.browserSessionId)) return undefined
 		return { provider, session: { ...session, accountId }, authorization: { grantId: authorization.grantId, sid: authorization.sid }, grantedScopes, exp }
 	}
 
