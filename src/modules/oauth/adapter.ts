@@ -1,4 +1,4 @@
-import { and, eq, gt, inArray, isNull, lt, or, sql, type Placeholder, type SQL } from 'drizzle-orm'
+import { and, eq, gt, inArray, isNull, lt, or, sql, type SQL } from 'drizzle-orm'
 import { alias, type AnyPgColumn } from 'drizzle-orm/pg-core'
 import type { Adapter, AdapterPayload } from 'oidc-provider'
 import type { Database } from '../../db/client'
@@ -177,7 +177,15 @@ export function databaseAdapter(db: Database, clients: ClientMetadataSource, ses
 			)`,
 			// The browser's Latchkey session (`browser`: its cookie's digest, null for none), which the same request
 			// reads next (provider.ts): one round trip where there were two.
-			browser: browserSessionByDigest(sql.placeholder('browser')),
+			browser: sql<BrowserSessionJson | null>`(
+				select json_build_object(
+					'sessionId', s.id, 'amr', s.amr, 'aal', s.aal, 'authenticatedAt', s.authenticated_at,
+					'account', json_build_object('id', u.id, 'email', u.email, 'name', u.name, 'emailVerifiedAt', u.email_verified_at, 'updatedAt', u.updated_at, 'appClaims', u.app_metadata->'claims')
+				)
+				from sessions s join users u on u.id = s.user_id
+				where s.browser_token_hash = ${sql.placeholder('browser')} and s.revoked_at is null and s.expires_at > now() and u.status = 'active'
+				limit 1
+			)`,
 		})
 		.from(oauthArtifacts)
 		.where(and(eq(oauthArtifacts.model, 'Session'), eq(oauthArtifacts.id, sql.placeholder('key')), unexpired(oauthArtifacts)))
@@ -394,20 +402,6 @@ export function prepareUserinfoReads(db: Database, name: string, count: number) 
 		)
 		.prepare(name)
 }
-
-/**
- * The browser's live Latchkey session named by its cookie's `digest` (null for none), as JSON: unrevoked, unexpired, of
- * an active account, with the account. The same conditions as the pages' lookup (pages/browser-sessions.ts).
- */
-const browserSessionByDigest = (digest: SQL | Placeholder) => sql<BrowserSessionJson | null>`(
-	select json_build_object(
-		'sessionId', s.id, 'amr', s.amr, 'aal', s.aal, 'authenticatedAt', s.authenticated_at,
-		'account', json_build_object('id', u.id, 'email', u.email, 'name', u.name, 'emailVerifiedAt', u.email_verified_at, 'updatedAt', u.updated_at, 'appClaims', u.app_metadata->'claims')
-	)
-	from sessions s join users u on u.id = s.user_id
-	where s.browser_token_hash = ${digest} and s.revoked_at is null and s.expires_at > now() and u.status = 'active'
-	limit 1
-)`
 
 /**
  * A provider session (`key`) as a signed-in browser's authorization needs it (single-sign-on.ts), in one statement:

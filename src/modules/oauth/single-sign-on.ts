@@ -9,7 +9,7 @@ import { PROVIDER_SESSION_COOKIE, SCOPES } from './provider'
  * Single sign-on in its plain case — a browser signed in to Latchkey and already signed in to this client, back
  * for a new code with `prompt=none` — answered here in one read and one write, without handing the request to the
  * library: its forty middleware, Koa and the bridge cost several times the read and the write (docs/performance.md,
- * "SSO: the shortcut"). It only ever answers a success, and only when every check the library makes holds on the
+ * "SSO without the library"). It only ever answers a success, and only when every check the library makes holds on the
  * same rows, with the same result: the code is the library's own model, saved by its own adapter, and the library
  * exchanges it. Anything else — another parameter (`max_age`, `acr_values`, `claims`, `resource`, a request
  * object, `response_mode`…), another prompt, a scope the session's grant does not hold, a native client, a
