@@ -155,6 +155,9 @@ describe('creating clients', () => {
 			[{ ...WEB_APP, redirectUris: ['com.example.app:/callback'] }, ['#/redirectUris/0']],
 			[{ ...SPA, redirectUris: ['myapp:/callback'] }, ['#/redirectUris/0']],
 			[{ ...SPA, redirectUris: ['data:text/html,hi'] }, ['#/redirectUris/0']],
+			// Beside an https redirect URI the client is a web one (the provider's application_type): no private-use scheme then.
+			[{ ...SPA, redirectUris: ['https://app.example.com/callback', 'com.example.app:/callback'] }, ['#/redirectUris/1']],
+			[{ ...SPA, redirectUris: ['https://app.example.com/callback'], postLogoutRedirectUris: ['com.example.app:/signed-out'] }, ['#/postLogoutRedirectUris/0']],
 			[{ ...WEB_APP, postLogoutRedirectUris: ['http://evil.example/after'] }, ['#/postLogoutRedirectUris/0']],
 			[{ ...WEB_APP, redirectUris: ['https://app.example.com/cb', 'https://app.example.com/cb'] }, ['#/redirectUris']],
 			[{ ...WEB_APP, redirectUris: [] }, ['#/redirectUris']],

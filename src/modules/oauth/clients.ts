@@ -40,6 +40,16 @@ const LOOPBACK_HOSTS = new Set(['127.0.0.1', '[::1]', 'localhost'])
 /** A private-use URI scheme (RFC 8252 §7.1): reverse domain name, so it has a dot (`com.example.app`). */
 const PRIVATE_USE_SCHEME = /^[a-z][a-z0-9+-]*(\.[a-z0-9+-]+)+:$/
 
+const LOOPBACK_REDIRECT = /^http:\/\/(127\.0\.0\.1|\[::1\]|localhost)(:\d+)?\//
+
+/**
+ * What the OpenID Provider takes a client for (its `application_type`): a public client whose every redirect URI is
+ * loopback or a private-use scheme is a native app (RFC 8252: any loopback port goes, consent is asked each time);
+ * any other is a web client, whose redirect and post-logout URIs must then all be http(s).
+ */
+export const isNativeApp = (type: OAuthClientRow['type'], redirectUris: string[]) =>
+	type === 'public' && redirectUris.length > 0 && redirectUris.every((uri) => LOOPBACK_REDIRECT.test(uri) || !/^https?:/.test(uri))
+
 /** Where a change to a client is announced, its `client_id` the payload: every instance forgets what it kept of it. */
 export const OAUTH_CLIENTS_CHANNEL = 'latchkey_oauth_clients'
 
@@ -291,6 +301,13 @@ export class OAuthClients {
 			errors.push({ pointer: '#/grantTypes', code: 'public-client', detail: 'client_credentials is for confidential clients only' })
 		if (grantTypes.includes('authorization_code') && redirectUris.length === 0)
 			errors.push({ pointer: '#/redirectUris', code: 'required', detail: 'needs at least one URI with the authorization_code grant' })
+		// A private-use scheme beside a web URI: the provider would take the client for a web one and refuse to load it.
+		if (type === 'public' && !isNativeApp(type, redirectUris))
+			for (const [field, uris] of [['redirectUris', redirectUris], ['postLogoutRedirectUris', postLogoutRedirectUris]] as const)
+				uris.forEach((uri, i) => {
+					if (!/^https?:/.test(uri) && redirectUriProblem(uri, type) === undefined)
+						errors.push({ pointer: `#/${field}/${i}`, code: 'refused', detail: 'a private-use scheme is for a native app, whose every redirect URI is loopback or private-use (RFC 8252): with an https one, this client is a web client' })
+				})
 		if (errors.length > 0) throw new ValidationFailed(errors)
 		return {
 			name: input.name,

@@ -3,19 +3,13 @@ import type { AdapterPayload } from 'oidc-provider'
 import type { Database } from '../../db/client'
 import { oauthClients, oauthConsents, sessions, users, type OAuthClientRow } from '../../db/schema'
 import { digestOf, isOpaqueToken, newOpaqueToken } from '../../crypto/opaque-tokens'
-import type { OAuthClients } from './clients'
+import { isNativeApp, type OAuthClients } from './clients'
 import type { BrowserSession, BrowserSessions } from './provider'
 
 /*
  * What the provider reads of Latchkey's own records: clients (as the library's metadata), their secrets'
  * digests, and remembered consents.
  */
-
-const LOOPBACK = /^http:\/\/(127\.0\.0\.1|\[::1\]|localhost)(:\d+)?\//
-
-/** A public client whose every redirect is loopback or a private scheme is a native app (RFC 8252): any loopback port goes. */
-const isNative = (client: OAuthClientRow) =>
-	client.type === 'public' && client.redirectUris.length > 0 && client.redirectUris.every((uri) => LOOPBACK.test(uri) || !/^https?:/.test(uri))
 
 /**
  * The stand-in for a confidential client's secret, one per process: the library keeps the clients it made by a
@@ -33,7 +27,7 @@ export function clientMetadata(client: OAuthClientRow): AdapterPayload {
 	return {
 		client_id: client.clientId,
 		client_name: client.name,
-		application_type: isNative(client) ? 'native' : 'web',
+		application_type: isNativeApp(client.type, client.redirectUris) ? 'native' : 'web',
 		redirect_uris: client.redirectUris,
 		post_logout_redirect_uris: client.postLogoutRedirectUris,
 		grant_types: client.grantTypes,

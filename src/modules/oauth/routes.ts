@@ -17,7 +17,7 @@ export interface OAuthClientsModuleDeps {
 
 const ADMIN = 'admin' as const
 const CLIENT_RULES =
-	'Redirect URIs (and post-logout ones) are absolute, without a fragment, https or http on a loopback host (127.0.0.1, [::1], localhost); a public client may also use a private-use scheme (`com.example.app:/callback`, RFC 8252). A public client authenticates with `none` (PKCE alone) and may not use `client_credentials`; a confidential one must authenticate (`client_secret_basic`, `client_secret_post`, or `private_key_jwt` with a `jwksUri`). `backchannelLogoutUri` and `jwksUri` follow the webhook URL rules. Every rule broken is named in the 422.'
+	'Redirect URIs (and post-logout ones) are absolute, without a fragment, https or http on a loopback host (127.0.0.1, [::1], localhost); a public client may also use a private-use scheme (`com.example.app:/callback`, RFC 8252) when it is a native app: every redirect URI loopback or private-use (beside an https one, the client is a web client and may not). A public client authenticates with `none` (PKCE alone) and may not use `client_credentials`; a confidential one must authenticate (`client_secret_basic`, `client_secret_post`, or `private_key_jwt` with a `jwksUri`). `backchannelLogoutUri` and `jwksUri` follow the webhook URL rules. Every rule broken is named in the 422.'
 
 const clientRoutes = ({ clients, guard }: OAuthClientsModuleDeps) =>
 	new Elysia({ name: 'oauth-clients-admin', prefix: '/oauth-clients', detail: { tags: ['OAuth clients'] } })
